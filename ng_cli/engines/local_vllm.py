@@ -14,6 +14,7 @@ import os
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 import urllib.error
@@ -29,6 +30,7 @@ __all__ = [
     "SERVER_MODULE",
     "VllmServer",
     "build_tiny_model",
+    "default_engine_python",
     "free_port",
     "is_vllm_env_ready",
     "server_command",
@@ -56,6 +58,15 @@ def vllm_venv_dir() -> Path:
 def vllm_venv_python() -> Path:
     """Return the interpreter of the vLLM venv (it may not exist yet)."""
     return vllm_venv_dir() / "bin" / "python"
+
+
+def default_engine_python() -> str:
+    """The interpreter engines run with when a config names none: the built engine venv, else ours.
+
+    vLLM lives in its own venv here (its pins must not leak into the project's); on a GPU box it
+    is often the interpreter that runs ng_run.
+    """
+    return str(vllm_venv_python()) if is_vllm_env_ready() else sys.executable
 
 
 def is_vllm_env_ready() -> bool:

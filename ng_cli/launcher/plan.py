@@ -9,6 +9,7 @@ Pure and printable: `ng_run +dry_run=true` shows it, unit tests check it.
 
 from __future__ import annotations
 
+import os
 import secrets as _random
 import sys
 from collections.abc import Mapping
@@ -19,7 +20,11 @@ from typing import Any
 from ng_cli.config.compose import ComposedConfig
 from ng_cli.config.instances import ServerInstance
 from ng_cli.config.paths import display_path, implementation_dir
+from ng_cli.config.schema import validate_block
 from ng_cli.config.secrets import mask
+from ng_cli.engines.config import LocalVllmModelConfig
+from ng_cli.engines.local_vllm import default_engine_python
+from ng_cli.engines.plan import InstanceEngines, plan_engines, visible_devices
 from ng_cli.errors import ConfigError
 from ng_cli.launcher.ports import connect_host
 from ng_cli.servers.spec import ServerAddress, ServerSpec
@@ -32,6 +37,7 @@ __all__ = [
     "HEAD_NAME",
     "ServerPlan",
     "StackPlan",
+    "engine_plans",
     "head_url_from_config",
     "plan_stack",
     "read_seconds",
@@ -44,6 +50,8 @@ HEAD_NAME = "head_server"
 CHILD_MODULE = "ng_cli.servers.child"
 
 _KINDS = {"resources_servers": "resources", "responses_api_models": "model", "responses_api_agents": "agent"}
+LOCAL_ENGINES_IMPLEMENTATION = "local_vllm_model"
+"""Model servers of this implementation get engines that ng_run starts (unless they name a base_url)."""
 
 
 @dataclass(frozen=True)
@@ -93,6 +101,8 @@ class StackPlan:
     masked_config: dict[str, Any] = field(repr=False, default_factory=dict)
     """The resolved config with secrets masked: what the head server's /config answers."""
     ready_timeout_s: float = DEFAULT_READY_TIMEOUT_S
+    engines: tuple[InstanceEngines, ...] = ()
+    """The vLLM engines to start before the servers, per local_vllm_model instance."""
 
     @property
     def processes(self) -> tuple[ServerPlan, ...]:
@@ -114,6 +124,13 @@ class StackPlan:
         servers = tuple(replace(server, port=ports.get(server.name, server.port)) for server in self.servers)
         return replace(self, head=head, servers=servers)
 
+    def with_engines(self, engines: tuple[InstanceEngines, ...]) -> StackPlan:
+        """The same plan with the engines' picked ports filled in."""
+        return replace(self, engines=engines)
+
+    def engines_of(self, name: str) -> InstanceEngines | None:
+        return next((plan for plan in self.engines if plan.instance == name), None)
+
     def addresses(self) -> dict[str, ServerAddress]:
         """Every instance's URL, as each child's spec carries it."""
         return {
@@ -128,12 +145,19 @@ class StackPlan:
         server = self.server(name)
         if server.app_path is None:
             raise ValueError(f"'{name}' runs in-process and has no spec")
+        engines = self.engines_of(name)
+        overrides = engines.server_overrides() if engines is not None else {}
         return ServerSpec(
             name=server.name,
             server_type=server.server_type,
             implementation=server.implementation,
             app_path=str(server.app_path),
-            config={**server.config, "host": server.host, "port": server.port},  # where it really listens
+            config={
+                **server.config,
+                **overrides,
+                "host": server.host,
+                "port": server.port,
+            },  # where it really listens
             host=server.host,
             port=server.port,
             listen_fd=listen_fd,
@@ -166,8 +190,14 @@ def plan_stack(
     run_dir: Path,
     session_secret: str | None = None,
     python: str = sys.executable,
+    env: Mapping[str, str] | None = None,
+    engine_python: str | None = None,
 ) -> StackPlan:
-    """Plan the head server and one child per server instance; raises ConfigError naming the file."""
+    """Plan the head server, the engines, and one child per server instance; ConfigError naming the file.
+
+    `env` (default: this process's) gives the visible GPUs and the engine switches;
+    `engine_python` the interpreter engines use when their config names none.
+    """
     head = _head_plan(config)
     servers = tuple(
         _server_plan(instance, config, run_dir=run_dir, python=python)
@@ -181,7 +211,36 @@ def plan_stack(
         session_secret=session_secret or _random.token_hex(32),
         masked_config=mask(config.tree),
         ready_timeout_s=read_seconds(config, "ready_timeout_s", DEFAULT_READY_TIMEOUT_S),
+        engines=engine_plans(config, env=os.environ if env is None else env, python=engine_python),
     )
+
+
+def engine_plans(
+    config: ComposedConfig, *, env: Mapping[str, str], python: str | None
+) -> tuple[InstanceEngines, ...]:
+    """Engines of every local_vllm_model instance without a base_url, on devices taken in order."""
+    plans: list[InstanceEngines] = []
+    devices: tuple[str, ...] | None = None
+    for instance in config.instances.values():
+        if instance.implementation != LOCAL_ENGINES_IMPLEMENTATION:
+            continue
+        engine_config = validate_block(LocalVllmModelConfig, instance, sources=config.sources)
+        if not engine_config.launches_engines:
+            continue
+        if devices is None:
+            devices = visible_devices(env, engine_config.num_gpus)
+        plan = plan_engines(
+            instance.name,
+            engine_config,
+            env=env,
+            devices=devices,
+            python=python or default_engine_python(),
+            source=instance.source,
+        )
+        used = {device for engine in plan.engines for device in engine.devices}
+        devices = tuple(device for device in devices if device not in used)
+        plans.append(plan)
+    return tuple(plans)
 
 
 def head_url_from_config(config: ComposedConfig) -> str:

@@ -31,6 +31,7 @@ __all__ = [
     "group_exists",
     "signal_groups",
     "spawn_child",
+    "tail_text",
 ]
 
 LOG_TAIL_LINES = 50
@@ -144,6 +145,15 @@ def describe_exit(code: int) -> str:
             name = f"signal {-code}"
         return f"exit code {code} (killed by {name})"
     return f"exit code {code}"
+
+
+def tail_text(name: str, child: Child | None) -> str:
+    """A child's last output lines, each prefixed with its name, for a death report."""
+    lines = child.last_lines() if child is not None else []
+    if not lines:
+        return f"\n(no output from '{name}')"
+    listing = "\n".join(f"  [{name}] {line}" for line in lines)
+    return f"\nlast {len(lines)} lines of '{name}':\n{listing}"
 
 
 def _relay_lines(stream: IO[bytes], child: Child, sink: LineSink) -> None:

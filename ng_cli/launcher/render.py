@@ -7,12 +7,14 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from rich.table import Table
+from rich.text import Text
 
 from ng_cli.config.paths import display_path
+from ng_cli.engines.plan import InstanceEngines
 from ng_cli.launcher.plan import StackPlan
 from ng_cli.launcher.server_tests import SuiteResult
 
-__all__ = ["plan_table", "ready_table", "status_table", "suites_table"]
+__all__ = ["engine_notes", "engines_table", "plan_table", "ready_table", "status_table", "suites_table"]
 
 
 def plan_table(plan: StackPlan) -> Table:
@@ -26,7 +28,39 @@ def plan_table(plan: StackPlan) -> Table:
     return table
 
 
-def ready_table(plan: StackPlan, servers: Iterable[Mapping[str, Any]], ready_s: Mapping[str, float]) -> Table:
+def engines_table(plans: Iterable[InstanceEngines], title: str = "vLLM engines (started first)") -> Table:
+    """The engine plan: which engines, on which devices, with which data/expert-parallel layout."""
+    table = Table(title=title, title_justify="left")
+    for column in ("engine", "devices", "address", "TP", "PP", "DP", "EP", "mode", "group"):
+        table.add_column(column, no_wrap=column in ("engine", "address"))
+    for plan in plans:
+        for engine in plan.engines:
+            row = engine.describe()
+            table.add_row(
+                row["name"], row["devices"], row["address"], str(row["tp"]), str(row["pp"]),
+                row["dp"], str(row["ep"]), plan.mode, str(row["group"]),
+            )  # fmt: skip
+    return table
+
+
+def engine_notes(plans: Iterable[InstanceEngines]) -> list[Text]:
+    """The plan's explanations (defaults, quirks) and warnings (a user's value overridden)."""
+    return [
+        Text.assemble(
+            (f"{note.level}: ", "yellow" if note.level == "warning" else "cyan"),
+            f"{plan.instance}: {note.text}",
+        )
+        for plan in plans
+        for note in plan.notes
+    ]
+
+
+def ready_table(
+    plan: StackPlan,
+    servers: Iterable[Mapping[str, Any]],
+    ready_s: Mapping[str, float],
+    engines: Iterable[Mapping[str, Any]] = (),
+) -> Table:
     """The running stack: where each server listens, its pid, and how long it took to be ready."""
     table = Table(title="stack ready", title_justify="left")
     table.add_column("name", no_wrap=True)
@@ -37,6 +71,11 @@ def ready_table(plan: StackPlan, servers: Iterable[Mapping[str, Any]], ready_s: 
     table.add_column("ready (s)", justify="right")
     head = plan.head
     table.add_row(head.name, head.kind, "-", head.url, str(os.getpid()), _seconds(ready_s.get(head.name)))
+    for engine in engines:
+        table.add_row(
+            str(engine["name"]), "engine", "vllm", str(engine["url"]), str(engine["pid"]),
+            _seconds(ready_s.get(str(engine["name"]))),
+        )  # fmt: skip
     for server in servers:
         table.add_row(
             server["name"],

@@ -1,9 +1,12 @@
 """`Stack`: the running processes of one plan — bind, spawn, wait for health, watch, stop.
 
     Stack.start(plan)   bind every port, write 0600 specs, spawn children (one process group),
-                        then serve the head server inside this process
-    wait_ready()        every /health answers, or LaunchError (with the dead child's last lines)
-    watch()             returns when asked to stop; raises LaunchError when a child dies
+                        then serve the head server inside this process; with engines in the
+                        plan, spawn those first and the servers only once they serve
+    wait_ready()        engines serve their model (`launcher.engines`), then every /health
+                        answers, or LaunchError (with the dead child's last lines)
+    watch()             returns when asked to stop; raises LaunchError when a server dies, or an
+                        engine dies past its restart budget (earlier deaths restart it)
     stop()              SIGTERM to the group, SIGKILL after the grace period, reap, close, clean
 
 `stop()` is idempotent and safe to call from `finally` at any point of `start()`.
@@ -23,7 +26,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ng_cli.engines.plan import InstanceEngines
 from ng_cli.errors import LaunchError
+from ng_cli.launcher.engines import EngineFleet
 from ng_cli.launcher.health import ExitedBeforeReadyError, NotReadyError, Target, wait_until_ready
 from ng_cli.launcher.plan import StackPlan
 from ng_cli.launcher.ports import bind_listener
@@ -35,6 +40,7 @@ from ng_cli.launcher.process import (
     group_exists,
     signal_groups,
     spawn_child,
+    tail_text,
 )
 from ng_cli.servers.spec import write_spec
 
@@ -63,7 +69,9 @@ class Stack:
         self.children: dict[str, Child] = {}
         self.ready_s: dict[str, float] = {}
         self.head: HeadServer | None = None
+        self.engines = EngineFleet((), sink=self.sink)
         self._sockets: dict[str, socket.socket] = {}
+        self._engine_sockets: list[socket.socket] = []
         self._pgids: set[int] = set()
         self._started = time.monotonic()
         self._stopped = False
@@ -74,7 +82,10 @@ class Stack:
         stack = cls(plan, sink=sink)
         try:
             stack._bind()
-            stack._spawn_children()
+            if stack.plan.engines:
+                stack._spawn_engines()  # the servers follow once the engines serve (wait_ready)
+            else:
+                stack._spawn_children()
             stack._serve_head()
         except BaseException:
             stack.stop()
@@ -82,7 +93,10 @@ class Stack:
         return stack
 
     def wait_ready(self, *, should_stop: Callable[[], bool] = lambda: False) -> dict[str, float]:
-        """Seconds from start to ready for the head and every server; LaunchError if one fails."""
+        """Seconds from start to ready for the head, engines and servers; LaunchError if one fails."""
+        if self.engines and not self.children:
+            self.ready_s.update(self.engines.wait_ready(should_stop=should_stop))
+            self._spawn_children()
         targets = {
             name: Target(name=name, url=self.plan.server(name).url, exit_code=child.exit_code)
             for name, child in self.children.items()
@@ -108,6 +122,7 @@ class Stack:
             for child in self.children.values():
                 if child.exit_code() is not None:
                     raise self._death_error(child, before_ready=False)
+            self.engines.poll()
             time.sleep(poll_s)
 
     def stop(self, *, force: bool = False, hurry: Callable[[], bool] = lambda: False) -> None:
@@ -118,15 +133,16 @@ class Stack:
         if self._stopped:
             return
         self._stopped = True
+        self.engines.stop_restarting()
         deadline = time.monotonic() + STOP_TIMEOUT_S
         if self.head is not None:
             self.head.request_stop()
         self._terminate(force=force, hurry=hurry, deadline=deadline)
         if self.head is not None:
             self.head.join(timeout_s=max(0.1, deadline - time.monotonic()))
-        for sock in self._sockets.values():
+        for sock in [*self._sockets.values(), *self._engine_sockets]:
             sock.close()
-        for child in self.children.values():
+        for child in self._all_children():
             if child.relay is not None:
                 child.relay.join(timeout=max(0.0, min(0.5, deadline - time.monotonic())))
         shutil.rmtree(self.plan.run_dir, ignore_errors=True)
@@ -154,6 +170,7 @@ class Stack:
             "run_dir": str(self.plan.run_dir),
             "ready_s": self.ready_s,
             "servers": self.servers_status(),
+            "engines": self.engines.rows(),
         }
         path.parent.mkdir(parents=True, exist_ok=True)
         temporary = path.with_name(f".{path.name}.tmp")
@@ -166,6 +183,26 @@ class Stack:
         self.plan = self.plan.with_ports(
             {name: sock.getsockname()[1] for name, sock in self._sockets.items()}
         )
+        self.plan = self.plan.with_engines(tuple(self._pick_engine_ports(plan) for plan in self.plan.engines))
+
+    def _pick_engine_ports(self, plan: InstanceEngines) -> InstanceEngines:
+        """Free ports for the engines; held until they spawn (vLLM binds its own, we cannot pass a socket)."""
+        host = plan.engines[0].host if plan.engines else "127.0.0.1"
+        http, rpc = plan.ports_needed()
+        held = [bind_listener(host, 0, owner=f"{plan.instance} engines") for _ in range(http + rpc)]
+        self._engine_sockets.extend(held)
+        ports = [sock.getsockname()[1] for sock in held]
+        return plan.with_ports(ports[:http], ports[http:])
+
+    def _spawn_engines(self) -> None:
+        for sock in self._engine_sockets:  # release the reservations right before vLLM binds them
+            sock.close()
+        self._engine_sockets.clear()
+        self.engines = EngineFleet(self.plan.engines, sink=self.sink)
+        self.engines.start()
+
+    def _all_children(self) -> list[Child]:
+        return [*self.children.values(), *self.engines.children]
 
     def _spawn_children(self) -> None:
         pgid: int | None = None
@@ -208,15 +245,16 @@ class Stack:
         return child is not None and child.exit_code() is None
 
     def _terminate(self, *, force: bool, hurry: Callable[[], bool], deadline: float) -> None:
-        running = [child for child in self.children.values() if child.exit_code() is None]
-        signal_groups(self._pgids, signal.SIGKILL if force else signal.SIGTERM)
+        running = [child for child in self._all_children() if child.exit_code() is None]
+        pgids = self._pgids | self.engines.pgids
+        signal_groups(pgids, signal.SIGKILL if force else signal.SIGTERM)
         kill_at = min(deadline - 0.5, time.monotonic() + _TERM_GRACE_S)
         while running and time.monotonic() < kill_at and not hurry():
             running = [child for child in running if child.exit_code() is None]
             time.sleep(0.02)
         # SIGKILL whatever is left in the groups, children's own children included.
-        signal_groups({pgid for pgid in self._pgids if group_exists(pgid)}, signal.SIGKILL)
-        for child in self.children.values():
+        signal_groups({pgid for pgid in pgids if group_exists(pgid)}, signal.SIGKILL)
+        for child in self._all_children():
             try:
                 child.process.wait(timeout=max(0.05, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:  # unkillable (D state): nothing more to do than SIGKILL
@@ -235,8 +273,4 @@ class Stack:
 
     @staticmethod
     def _tail_text(child: Child) -> str:
-        lines = child.last_lines()
-        if not lines:
-            return f"\n(no output from '{child.name}')"
-        listing = "\n".join(f"  [{child.name}] {line}" for line in lines)
-        return f"\nlast {len(lines)} lines of '{child.name}':\n{listing}"
+        return tail_text(child.name, child)

@@ -22,7 +22,7 @@ from ng_cli.config.compose import ComposedConfig
 from ng_cli.errors import ConfigError, LaunchError
 from ng_cli.launcher.plan import StackPlan, plan_stack
 from ng_cli.launcher.process import LineSink
-from ng_cli.launcher.render import plan_table, ready_table
+from ng_cli.launcher.render import engine_notes, engines_table, plan_table, ready_table
 from ng_cli.launcher.signals import StopSignals, exit_code_for
 from ng_cli.launcher.stack import Stack, make_run_dir
 
@@ -33,6 +33,7 @@ def launch(config: ComposedConfig, *, console: Console, sink: LineSink | None = 
     """`ng_run`'s body: print the plan (`+dry_run=true`) or run the stack; returns the exit code."""
     if config.get("dry_run") is True:
         plan = plan_stack(config, run_dir=Path(tempfile.gettempdir()) / "ng_run-dry-run")
+        _print_engine_plan(plan, console)
         console.print(plan_table(plan))
         details = {
             row["name"]: {key: row[key] for key in ("app_path", "command", "config")}
@@ -47,10 +48,20 @@ def launch(config: ComposedConfig, *, console: Console, sink: LineSink | None = 
         shutil.rmtree(run_dir, ignore_errors=True)
         raise
 
+    _print_engine_plan(plan, console)
+
     def show(stack: Stack) -> None:
-        console.print(ready_table(stack.plan, stack.servers_status(), stack.ready_s))
+        console.print(ready_table(stack.plan, stack.servers_status(), stack.ready_s, stack.engines.rows()))
 
     return run_stack(plan, on_ready=show, ready_file=_ready_file(config), sink=sink)
+
+
+def _print_engine_plan(plan: StackPlan, console: Console) -> None:
+    if not plan.engines:
+        return
+    console.print(engines_table(plan.engines))
+    for note in engine_notes(plan.engines):
+        console.print(note)
 
 
 def run_stack(

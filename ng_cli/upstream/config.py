@@ -51,7 +51,9 @@ class UpstreamConfig(ModelServerConfig):
 
     @field_validator("base_url")
     @classmethod
-    def _check_base_urls(cls, value: str | list[str]) -> str | list[str]:
+    def _check_base_urls(cls, value: str | list[str] | None) -> str | list[str] | None:
+        if value is None:  # only where a subclass makes it optional (local_vllm_model)
+            return None
         urls = [value] if isinstance(value, str) else value
         if not urls:
             raise ValueError("base_url is an empty list; give at least one URL")
@@ -110,7 +112,9 @@ class VllmModelConfig(UpstreamConfig):
 
     @field_validator("base_url")
     @classmethod
-    def _require_v1(cls, value: str | list[str]) -> str | list[str]:
+    def _require_v1(cls, value: str | list[str] | None) -> str | list[str] | None:
+        if value is None:
+            return None
         urls = [value] if isinstance(value, str) else value
         for index, url in enumerate(urls):
             if urlsplit(url).path.rstrip("/").endswith("/v1"):

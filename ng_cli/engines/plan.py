@@ -1,0 +1,467 @@
+"""`plan_engines()`: local_vllm_model configs + visible devices -> the engines to start (pure).
+
+No process is started here: the result says, for every engine, its devices, port, data-parallel
+rank and size, expected tensor- and expert-parallel sizes, environment and argv, so that
+`ng_run +dry_run=true` can print it and tests can check it. The launcher executes it.
+
+Layouts (TP*PP devices per rank; ranks take consecutive devices):
+
+    dense, data_parallel_size N      N independent engines ("replicas"); our pool balances sessions
+    MoE, expert_parallel_size E      vLLM derives EP = DP x TP inside one data-parallel group, so
+                                     each expert group is one vLLM DP deployment of E/TP ranks:
+      internal_lb                      one process (one endpoint) per group
+      external_lb                      one process (one endpoint) per rank, sharing the group's
+                                       coordinator (`--data-parallel-address/-rpc-port`)
+
+Refused before anything starts (ConfigError, exit 2): more GPUs than visible; EP for a model
+without experts; an EP that no DP x TP layout yields; and independent DP=1 engines with expert
+parallelism beyond TP, which vLLM runs with EP = TP (experts silently never sharded).
+"""
+
+from __future__ import annotations
+
+import secrets as _random
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from ng_cli.engines.config import DataParallelMode, LocalVllmModelConfig
+from ng_cli.engines.model_info import ModelInfo, read_model_info, resolve_model_dir
+from ng_cli.engines.quirks import Note, apply_quirks, sample_timeout_s
+from ng_cli.engines.serve_args import render_serve_args, split_secret_kwargs
+from ng_cli.errors import ConfigError
+
+__all__ = [
+    "ENGINE_MAIN",
+    "EngineSpec",
+    "InstanceEngines",
+    "plan_engines",
+    "visible_devices",
+]
+
+ENGINE_MAIN = Path(__file__).with_name("engine_main.py")
+"""Runs under the engine's interpreter: names the vLLM and torch it loaded, then runs vLLM's server."""
+
+_PARALLEL_KEYS = ("tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size")
+_OWNED_KEYS = {
+    "model": "set `model` on the instance",
+    "host": "set `engine_host` on the instance",
+    "port": "set `engine_ports` on the instance (one per engine), or leave them to ng_run",
+    "data_parallel_rank": "ranks are assigned by the plan (data_parallel_mode: external_lb)",
+    "data_parallel_address": "the plan sets it for each data-parallel group",
+    "data_parallel_rpc_port": "the plan picks one per data-parallel group",
+    "data_parallel_size_local": "the plan sets it from data_parallel_mode",
+    "data_parallel_start_rank": "the plan sets it from data_parallel_mode",
+}
+_OFFLINE_ENV = {
+    "HF_HUB_OFFLINE": "1",
+    "TRANSFORMERS_OFFLINE": "1",
+    "VLLM_NO_USAGE_STATS": "1",
+    "DO_NOT_TRACK": "1",
+}
+_CPU_ENV = {
+    # vLLM's CPU backend reserves most of the machine's memory for KV cache unless told (GiB).
+    "VLLM_CPU_KVCACHE_SPACE": "1",
+}
+
+
+@dataclass(frozen=True)
+class EngineSpec:
+    """One vLLM server process: where it runs, what it is, and exactly how it is started."""
+
+    name: str
+    """`<instance>/engine-<i>`: the log prefix and the name in every report."""
+    instance: str
+    index: int
+    group: int
+    """Its data-parallel group; the ranks of one group live and die together."""
+    devices: tuple[str, ...]
+    """GPU ids for CUDA_VISIBLE_DEVICES; empty for a CPU engine."""
+    host: str
+    port: int
+    """0 until the launcher picks a free port."""
+    python: str
+    model_path: Path
+    served_model_name: str
+    serve_kwargs: Mapping[str, Any] = field(repr=False)
+    """The remaining `vllm serve` options, after defaults and quirks."""
+    env: Mapping[str, str] = field(repr=False)
+    """Non-secret environment added to the engine's (secrets are in `InstanceEngines`)."""
+    tensor_parallel_size: int = 1
+    pipeline_parallel_size: int = 1
+    data_parallel_size: int = 1
+    """vLLM's `--data-parallel-size` of this process's group (1: an independent engine)."""
+    data_parallel_rank: int | None = None
+    """This process's rank in its group (external load balancing only)."""
+    rpc_port: int | None = None
+    """The group's coordinator port (vLLM data parallelism only); 0 until picked."""
+    expert_parallel_size: int = 1
+    """The EP size this engine must report at start (1: no expert parallelism)."""
+
+    @property
+    def root_url(self) -> str:
+        if self.port == 0:
+            raise ValueError(f"the port of '{self.name}' is not picked yet")
+        host = "127.0.0.1" if self.host in ("0.0.0.0", "") else "::1" if self.host == "::" else self.host
+        return f"http://[{host}]:{self.port}" if ":" in host else f"http://{host}:{self.port}"
+
+    @property
+    def base_url(self) -> str:
+        return f"{self.root_url}/v1"
+
+    @property
+    def uses_vllm_data_parallel(self) -> bool:
+        return self.data_parallel_size > 1
+
+    def argv(self) -> list[str]:
+        """The command line; it never holds a secret."""
+        argv = [
+            self.python, str(ENGINE_MAIN),
+            "--model", str(self.model_path),
+            "--served-model-name", self.served_model_name,
+            "--host", self.host,
+            "--port", str(self.port),
+        ]  # fmt: skip
+        if self.tensor_parallel_size > 1:
+            argv += ["--tensor-parallel-size", str(self.tensor_parallel_size)]
+        if self.pipeline_parallel_size > 1:
+            argv += ["--pipeline-parallel-size", str(self.pipeline_parallel_size)]
+        if self.uses_vllm_data_parallel:
+            argv += ["--data-parallel-size", str(self.data_parallel_size)]
+            if self.data_parallel_rank is not None:
+                argv += ["--data-parallel-rank", str(self.data_parallel_rank)]
+                argv += ["--data-parallel-address", _dp_address(self.host)]
+            if self.rpc_port:
+                argv += ["--data-parallel-rpc-port", str(self.rpc_port)]
+        if self.expert_parallel_size > 1:
+            argv.append("--enable-expert-parallel")
+        return argv + render_serve_args(self.serve_kwargs)
+
+    def describe(self) -> dict[str, Any]:
+        """One printable row (no secrets)."""
+        if self.data_parallel_rank is not None:
+            dp = f"rank {self.data_parallel_rank}/{self.data_parallel_size}"
+        else:
+            dp = f"group of {self.data_parallel_size}" if self.uses_vllm_data_parallel else "-"
+        return {
+            "name": self.name,
+            "devices": ",".join(self.devices) if self.devices else "cpu",
+            "address": f"{self.host}:{self.port or 'auto'}",
+            "tp": self.tensor_parallel_size,
+            "pp": self.pipeline_parallel_size,
+            "dp": dp,
+            "ep": self.expert_parallel_size,
+            "group": self.group,
+        }
+
+
+@dataclass(frozen=True)
+class InstanceEngines:
+    """The engines of one local_vllm_model instance, and what its model server must be told."""
+
+    instance: str
+    source: str | None
+    mode: DataParallelMode
+    engines: tuple[EngineSpec, ...]
+    notes: tuple[Note, ...]
+    ready_timeout_s: float
+    max_restarts: int
+    api_key: str = field(repr=False)
+    """The engines' `VLLM_API_KEY`; the model server gets it in its 0600 spec file."""
+    secret_env: Mapping[str, str] = field(repr=False, default_factory=dict)
+
+    def env_of(self, engine: EngineSpec, base: Mapping[str, str]) -> dict[str, str]:
+        """The engine's whole environment: `base`, its own variables, then the secrets."""
+        env = dict(base)
+        if not engine.devices:
+            env.pop("CUDA_VISIBLE_DEVICES", None)
+        env.update(engine.env)
+        env.update(self.secret_env)
+        env["VLLM_API_KEY"] = self.api_key
+        return env
+
+    def group_of(self, engine: EngineSpec) -> tuple[EngineSpec, ...]:
+        return tuple(other for other in self.engines if other.group == engine.group)
+
+    def with_ports(self, ports: Iterable[int], rpc_ports: Iterable[int]) -> InstanceEngines:
+        """The same plan with picked ports filled in where they were 0 (in engine order)."""
+        free = iter(ports)
+        free_rpc = iter(rpc_ports)
+        group_rpc: dict[int, int] = {}
+        engines = []
+        for engine in self.engines:
+            port = engine.port or next(free)
+            rpc = engine.rpc_port
+            if rpc == 0:
+                rpc = group_rpc.setdefault(engine.group, next(free_rpc))
+            engines.append(replace(engine, port=port, rpc_port=rpc))
+        return replace(self, engines=tuple(engines))
+
+    def ports_needed(self) -> tuple[int, int]:
+        """(HTTP ports, coordinator ports) still to pick."""
+        http = sum(1 for engine in self.engines if engine.port == 0)
+        rpc = len({engine.group for engine in self.engines if engine.rpc_port == 0})
+        return http, rpc
+
+    def server_overrides(self) -> dict[str, Any]:
+        """What the instance's model server is given: every endpoint, and the key."""
+        return {"base_url": [engine.base_url for engine in self.engines], "api_key": self.api_key}
+
+
+def visible_devices(env: Mapping[str, str], num_gpus: int | None) -> tuple[str, ...]:
+    """GPU ids engines may use: CUDA_VISIBLE_DEVICES, else `num_gpus` counted from 0, else none (CPU)."""
+    listed = env.get("CUDA_VISIBLE_DEVICES")
+    if listed is not None:
+        return tuple(part.strip() for part in listed.split(",") if part.strip() and part.strip() != "-1")
+    return tuple(str(i) for i in range(num_gpus or 0))
+
+
+def plan_engines(
+    instance: str,
+    config: LocalVllmModelConfig,
+    *,
+    env: Mapping[str, str],
+    devices: tuple[str, ...],
+    python: str,
+    source: str | None = None,
+    api_key: str | None = None,
+) -> InstanceEngines:
+    """The engines of one instance on `devices` (consumed from the front); ConfigError if impossible.
+
+    `python` is the engine interpreter to use when the config names none.
+    """
+    where = f"{source}  {instance}." if source else f"{instance}."
+    kwargs = {key.replace("-", "_"): value for key, value in config.vllm_serve_kwargs.items()}
+    for key, why in _OWNED_KEYS.items():
+        if key in kwargs:
+            raise ConfigError(f"{where}vllm_serve_kwargs.{key}: set by ng_run's engine plan", hint=why)
+    tp, pp, dp = (_positive(kwargs.pop(key, 1), f"{where}vllm_serve_kwargs.{key}") for key in _PARALLEL_KEYS)
+    enable_ep = kwargs.pop("enable_expert_parallel", False) is True
+    served = _served_names(kwargs.pop("served_model_name", None), config.model)
+    model_path = resolve_model_dir(config.model, hf_home=config.hf_home, where=where)
+    info = read_model_info(model_path, where=where)
+    timeout_problem = _timeout_problem(env)
+    if timeout_problem:
+        raise ConfigError(
+            f"{where}{timeout_problem}", hint="unset it, or export a positive number of seconds"
+        )
+
+    ep = _expert_parallel_size(config, info, tp=tp, dp=dp, enable_ep=enable_ep, where=where)
+    mode = config.data_parallel_mode or ("internal_lb" if ep > 1 else "replicas")
+    if mode == "replicas" and ep > tp:
+        raise ConfigError(
+            f"{where}data_parallel_mode: replicas with expert_parallel_size {ep} > tensor_parallel_size "
+            f"{tp}: each independent engine (data-parallel size 1) would run with expert-parallel size "
+            f"{tp}, so experts would not be sharded over {ep} ranks (the plan of NeMo RL's async "
+            "DP+EP pull request, which silently ran every engine with EP 1)",
+            hint="vLLM derives EP = DP x TP inside one data-parallel group; the plan that shards "
+            f"experts: {_right_plan(dp=dp, tp=tp, pp=pp, ep=ep)}",
+        )
+    group_dp = 1 if mode == "replicas" else (ep // tp if ep > 1 else dp)
+    if dp % group_dp:
+        raise ConfigError(
+            f"{where}data_parallel_size {dp} is not a multiple of {group_dp}, the data-parallel size "
+            f"of one expert group (expert_parallel_size {ep} / tensor_parallel_size {tp})",
+            hint=f"use data_parallel_size {group_dp * max(1, dp // group_dp)} or another expert_parallel_size",
+        )
+    per_rank = tp * pp
+    needed = dp * per_rank
+    if devices and needed > len(devices):
+        raise ConfigError(
+            f"{where}vllm_serve_kwargs asks for {needed} GPUs (data {dp} x tensor {tp} x pipeline {pp}) "
+            f"but only {len(devices)} are left for it ({', '.join(devices)})",
+            hint="lower data_parallel_size, or make more GPUs visible (CUDA_VISIBLE_DEVICES / num_gpus)",
+        )
+
+    kwargs, notes = apply_quirks(kwargs, model_type=info.model_type, env=env)
+    public_kwargs, secret_env = split_secret_kwargs(kwargs, where=where)
+    if not devices:
+        notes.append(Note("info", "no GPU visible (CUDA_VISIBLE_DEVICES / num_gpus): CPU engines"))
+    engine_env = _engine_env(config, on_cpu=not devices)
+    engines = _layout(
+        instance,
+        config,
+        mode=mode,
+        dp=dp,
+        group_dp=group_dp,
+        tp=tp,
+        pp=pp,
+        ep=ep,
+        devices=devices,
+        common={
+            "python": config.engine_python or python,
+            "model_path": model_path,
+            "served_model_name": served,
+            "serve_kwargs": public_kwargs,
+            "host": config.engine_host,
+        },
+        env=engine_env,
+    )
+    if config.engine_ports is not None and len(config.engine_ports) != len(engines):
+        raise ConfigError(
+            f"{where}engine_ports lists {len(config.engine_ports)} ports for {len(engines)} engine endpoints",
+            hint="give one port per engine endpoint, or leave engine_ports unset",
+        )
+    key = config.api_key.get_secret_value() or api_key or _random.token_urlsafe(24)
+    return InstanceEngines(
+        instance=instance,
+        source=source,
+        mode=mode,
+        engines=engines,
+        notes=tuple(notes),
+        ready_timeout_s=config.engine_ready_timeout_s,
+        max_restarts=config.max_restarts,
+        api_key=key,
+        secret_env=secret_env,
+    )
+
+
+def _layout(
+    instance: str,
+    config: LocalVllmModelConfig,
+    *,
+    mode: DataParallelMode,
+    dp: int,
+    group_dp: int,
+    tp: int,
+    pp: int,
+    ep: int,
+    devices: tuple[str, ...],
+    common: dict[str, Any],
+    env: Mapping[str, str],
+) -> tuple[EngineSpec, ...]:
+    per_rank = tp * pp
+    ports = list(config.engine_ports or [])
+    engines: list[EngineSpec] = []
+
+    def add(group: int, first_rank: int, ranks: int, rank: int | None, vllm_dp: int) -> None:
+        index = len(engines)
+        own = devices[first_rank * per_rank : (first_rank + ranks) * per_rank] if devices else ()
+        engine_env = dict(env)
+        if own:
+            engine_env["CUDA_VISIBLE_DEVICES"] = ",".join(own)
+        engines.append(
+            EngineSpec(
+                name=f"{instance}/engine-{index}",
+                instance=instance,
+                index=index,
+                group=group,
+                devices=own,
+                port=ports[index] if index < len(ports) else 0,
+                env=engine_env,
+                tensor_parallel_size=tp,
+                pipeline_parallel_size=pp,
+                data_parallel_size=vllm_dp,
+                data_parallel_rank=rank,
+                rpc_port=0 if vllm_dp > 1 else None,
+                expert_parallel_size=ep,
+                **common,
+            )
+        )
+
+    if mode == "replicas":
+        for replica in range(dp):
+            add(replica, replica, 1, None, 1)
+    else:
+        for group in range(dp // group_dp):
+            first = group * group_dp
+            if mode == "internal_lb":
+                add(group, first, group_dp, None, group_dp)
+            else:
+                for rank in range(group_dp):
+                    add(group, first + rank, 1, rank, group_dp)
+    return tuple(engines)
+
+
+def _expert_parallel_size(
+    config: LocalVllmModelConfig, info: ModelInfo, *, tp: int, dp: int, enable_ep: bool, where: str
+) -> int:
+    """The EP size the plan must deliver (1: none); ConfigError when no layout yields it."""
+    ep = config.expert_parallel_size
+    if ep is None:
+        if not enable_ep:
+            return 1
+        ep = (dp if config.data_parallel_mode != "replicas" else 1) * tp
+    if (ep > 1 or enable_ep) and not info.is_moe:
+        raise ConfigError(
+            f"{where}expert_parallel_size {ep}: the model {info.path} has no experts "
+            f"(config.json model_type {info.model_type!r} names no num_experts / num_local_experts / "
+            "n_routed_experts)",
+            hint="expert parallelism applies to mixture-of-experts models only; remove it",
+        )
+    if ep == 1:
+        return 1
+    if ep % tp:
+        raise ConfigError(
+            f"{where}expert_parallel_size {ep} is not data-parallel x tensor-parallel size for any "
+            f"data-parallel size with tensor_parallel_size {tp} (vLLM derives EP = DP x TP)",
+            hint=f"use a multiple of {tp}, e.g. expert_parallel_size {tp * max(1, ep // tp)}",
+        )
+    if ep // tp > dp:
+        raise ConfigError(
+            f"{where}expert_parallel_size {ep} needs {ep // tp} data-parallel ranks of tensor_parallel_size "
+            f"{tp}, but data_parallel_size is {dp}",
+            hint=f"set vllm_serve_kwargs.data_parallel_size to a multiple of {ep // tp}",
+        )
+    if info.is_moe and ep > info.num_experts:
+        raise ConfigError(
+            f"{where}expert_parallel_size {ep} exceeds the model's {info.num_experts} experts",
+            hint=f"use at most {info.num_experts}",
+        )
+    return ep
+
+
+def _right_plan(*, dp: int, tp: int, pp: int, ep: int) -> str:
+    group_dp = ep // tp
+    groups = dp // group_dp if group_dp and dp % group_dp == 0 else 1
+    return (
+        f"data_parallel_mode: internal_lb -> {groups} engine(s), each one vLLM data-parallel group "
+        f"of {group_dp} ranks x TP {tp} x PP {pp} ({group_dp * tp * pp} GPUs) with "
+        f"--enable-expert-parallel, i.e. EP {group_dp * tp} per group "
+        "(or external_lb: one endpoint per rank)"
+    )
+
+
+def _engine_env(config: LocalVllmModelConfig, *, on_cpu: bool) -> dict[str, str]:
+    env = dict(_OFFLINE_ENV)
+    if on_cpu:
+        env.update(_CPU_ENV)
+    if config.hf_home:
+        env["HF_HOME"] = str(Path(config.hf_home).expanduser())
+    if config.debug:
+        env["VLLM_LOGGING_LEVEL"] = "DEBUG"
+    env.update({key: str(value) for key, value in config.vllm_serve_env_vars.items()})
+    return env
+
+
+def _served_names(value: Any, model: str) -> str:
+    """The name requests use is `model`; other served names of the user's are not needed by us."""
+    if value is None:
+        return model
+    names = [value] if isinstance(value, str) else list(value)
+    if model not in names:
+        raise ConfigError(
+            f"vllm_serve_kwargs.served_model_name {names} does not include model {model!r}, "
+            "the name the model server sends",
+            hint="leave served_model_name unset (it defaults to model) or set model to the served name",
+        )
+    return model
+
+
+def _positive(value: Any, what: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ConfigError(f"{what}: expected a positive integer, got {value!r}")
+    return value
+
+
+def _timeout_problem(env: Mapping[str, str]) -> str | None:
+    try:
+        sample_timeout_s(env)
+    except ValueError as error:
+        return str(error)
+    return None
+
+
+def _dp_address(host: str) -> str:
+    return "127.0.0.1" if host in ("0.0.0.0", "", "::") else host

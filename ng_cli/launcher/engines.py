@@ -1,0 +1,290 @@
+"""Engines as children of ng_run: spawned first, waited for, checked, restarted, reported.
+
+    EngineFleet(plans).start()   spawn every engine (`engines.plan.EngineSpec.argv`, env with the key)
+    wait_ready(should_stop)      each engine answers /health and lists its model on /v1/models,
+                                 with a progress line every 10 s (GPU starts take minutes); then the
+                                 start-up check: effective TP and EP sizes equal the planned ones
+    poll(now)                    from ng_run's watch loop: a dead engine is restarted (backoff,
+                                 up to max_restarts; the ranks of one data-parallel group together)
+                                 while the model server's pool routes its sessions elsewhere; past
+                                 the limit a LaunchError names it with its last lines
+
+An engine is one more kind of child (`process.spawn_child`: output relayed with its
+`[instance/engine-i]` prefix, last lines kept). Each leads its own process group, so a restart
+can end exactly what that engine spawned (EngineCore, workers); `pgids` lists every group for
+the stack's stop, which signals them all.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import http.client
+import json
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from urllib.parse import urlsplit
+
+from ng_cli.engines.engine_log import EngineFacts, parallelism_problems
+from ng_cli.engines.plan import EngineSpec, InstanceEngines
+from ng_cli.errors import LaunchError
+from ng_cli.launcher.process import Child, LineSink, describe_exit, spawn_child, tail_text
+
+__all__ = ["PROGRESS_EVERY_S", "EngineFleet", "serves_model"]
+
+PROGRESS_EVERY_S = 10.0
+_PROBE_TIMEOUT_S = 1.0
+_REPROBE_S = 1.0
+_MAX_BACKOFF_S = 30.0
+_LAUNCHER = "ng_run"
+
+
+def serves_model(root_url: str, *, api_key: str, model: str, timeout_s: float = _PROBE_TIMEOUT_S) -> bool:
+    """True when `/health` answers 200 and `/v1/models` (with the key) lists `model`."""
+    parts = urlsplit(root_url)
+    connection = http.client.HTTPConnection(parts.hostname or "127.0.0.1", parts.port, timeout=timeout_s)
+    try:
+        connection.request("GET", "/health")
+        health = connection.getresponse()
+        health.read()
+        if health.status != 200:
+            return False
+        connection.request("GET", "/v1/models", headers={"Authorization": f"Bearer {api_key}"})
+        answer = connection.getresponse()
+        if answer.status != 200:
+            return False
+        listed = json.loads(answer.read() or b"{}").get("data") or []
+        return any(isinstance(entry, dict) and entry.get("id") == model for entry in listed)
+    except (OSError, http.client.HTTPException, ValueError, AttributeError):
+        return False
+    finally:
+        connection.close()
+
+
+@dataclass(eq=False)
+class _Engine:
+    spec: EngineSpec
+    plan: InstanceEngines
+    child: Child | None = None
+    facts: EngineFacts = field(default_factory=EngineFacts)
+    started_at: float = 0.0
+    ready_s: float | None = None
+    restart_at: float | None = None
+    probed_at: float = 0.0
+
+    @property
+    def key(self) -> tuple[str, int]:
+        """Its data-parallel group: the unit that restarts together."""
+        return (self.spec.instance, self.spec.group)
+
+
+class EngineFleet:
+    """Every engine of a stack: one `_Engine` per planned `EngineSpec`."""
+
+    def __init__(
+        self,
+        plans: tuple[InstanceEngines, ...],
+        *,
+        sink: LineSink,
+        base_env: Mapping[str, str] | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.engines = [_Engine(spec, plan) for plan in plans for spec in plan.engines]
+        self.sink = sink
+        self.base_env = dict(os.environ if base_env is None else base_env)
+        self.clock = clock
+        self.pgids: set[int] = set()
+        """Every process group an engine ever led; the stack's stop signals them all."""
+        self.restarts: dict[tuple[str, int], int] = {}
+        self._stopping = False
+
+    def __bool__(self) -> bool:
+        return bool(self.engines)
+
+    @property
+    def children(self) -> list[Child]:
+        return [engine.child for engine in self.engines if engine.child is not None]
+
+    def start(self) -> None:
+        for engine in self.engines:
+            self._spawn(engine)
+
+    def wait_ready(self, *, should_stop: Callable[[], bool] = lambda: False) -> dict[str, float]:
+        """Seconds to ready per engine; LaunchError for a death, a timeout or a parallelism mismatch."""
+        next_progress = self.clock() + PROGRESS_EVERY_S
+        waiting = [engine for engine in self.engines if engine.ready_s is None]
+        while waiting:
+            if should_stop():
+                raise LaunchError("start-up interrupted while the engines were starting")
+            for engine in waiting:
+                self._check_alive_before_ready(engine)
+                self._probe(engine, force=True)
+            waiting = [engine for engine in waiting if engine.ready_s is None]
+            now = self.clock()
+            if waiting and now >= next_progress:
+                for engine in waiting:
+                    self._say(f"waiting for {engine.spec.name}: {self._waiting_text(engine, now)}")
+                next_progress = now + PROGRESS_EVERY_S
+            if waiting:
+                time.sleep(0.25)
+        self._check_parallelism(self.engines)
+        return {engine.spec.name: engine.ready_s or 0.0 for engine in self.engines}
+
+    def poll(self) -> None:
+        """Restart what died (within its budget), bring back what restarted; LaunchError past the limit."""
+        if self._stopping:
+            return
+        now = self.clock()
+        for engine in self.engines:
+            if (
+                engine.restart_at is None
+                and engine.child is not None
+                and engine.child.exit_code() is not None
+            ):
+                self._schedule_restart(engine, now)
+        for engine in self.engines:
+            if engine.restart_at is not None and now >= engine.restart_at:
+                engine.restart_at = None
+                self._spawn(engine)
+            elif (
+                engine.restart_at is None and engine.ready_s is None and now - engine.probed_at >= _REPROBE_S
+            ):
+                self._check_alive_before_ready(engine)
+                if self._probe(engine):
+                    self._say(
+                        f"{engine.spec.name} is serving again ({engine.ready_s:.1f} s after its restart)"
+                    )
+                    self._check_parallelism([engine])
+
+    def stop_restarting(self) -> None:
+        """From here on a death is final (the stack is stopping)."""
+        self._stopping = True
+
+    def rows(self) -> list[dict[str, object]]:
+        """One printable row per engine: plan, pid, readiness and what it reported."""
+        return [
+            {
+                **engine.spec.describe(),
+                "url": engine.spec.base_url,
+                "pid": engine.child.pid if engine.child is not None else None,
+                "ready_s": engine.ready_s,
+                "reported": engine.facts.summary(),
+                "restarts": self.restarts.get(engine.key, 0),
+            }
+            for engine in self.engines
+        ]
+
+    # -- internals ---------------------------------------------------------------------------
+
+    def _spawn(self, engine: _Engine) -> None:
+        if engine.child is not None:  # a restart: the old one is gone (killed with its group)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                engine.child.process.wait(timeout=5.0)
+        engine.facts = EngineFacts()
+        engine.ready_s = None
+        engine.started_at = self.clock()
+        facts = engine.facts
+
+        def observe(name: str, line: str) -> None:
+            facts.feed(line)
+            self.sink(name, line)
+
+        engine.child = spawn_child(
+            engine.spec.name,
+            engine.spec.argv(),
+            pgid=None,
+            sink=observe,
+            env=engine.plan.env_of(engine.spec, self.base_env),
+        )
+        self.pgids.add(engine.child.pgid)
+
+    def _probe(self, engine: _Engine, *, force: bool = False) -> bool:
+        now = self.clock()
+        if not force and now - engine.probed_at < _REPROBE_S:
+            return False
+        engine.probed_at = now
+        if serves_model(
+            engine.spec.root_url, api_key=engine.plan.api_key, model=engine.spec.served_model_name
+        ):
+            engine.ready_s = self.clock() - engine.started_at
+            self._say(f"{engine.spec.name} ready in {engine.ready_s:.1f} s at {engine.spec.base_url} "
+                      f"({engine.facts.summary()})")  # fmt: skip
+            return True
+        if now - engine.started_at > engine.plan.ready_timeout_s:
+            raise LaunchError(
+                f"engine '{engine.spec.name}' did not serve {engine.spec.served_model_name!r} at "
+                f"{engine.spec.base_url} within {engine.plan.ready_timeout_s:.0f} s"
+                f"{tail_text(engine.spec.name, engine.child)}",
+                hint=f"raise {engine.spec.instance}.engine_ready_timeout_s if it is only slow to start",
+            )
+        return False
+
+    def _check_alive_before_ready(self, engine: _Engine) -> None:
+        if engine.child is None:
+            return
+        code = engine.child.exit_code()
+        if code is not None:
+            raise self._death_error(engine, code, when="before it was ready")
+
+    def _schedule_restart(self, engine: _Engine, now: float) -> None:
+        assert engine.child is not None
+        code = engine.child.exit_code()
+        assert code is not None
+        done = self.restarts.get(engine.key, 0)
+        if done >= engine.plan.max_restarts:
+            raise self._death_error(
+                engine,
+                code,
+                when=f"while the stack was running, after {done} restart(s) (max_restarts {engine.plan.max_restarts})",
+            )
+        self.restarts[engine.key] = done + 1
+        delay = min(_MAX_BACKOFF_S, 2.0**done)
+        group = [other for other in self.engines if other.key == engine.key]
+        for member in group:  # ranks of one group share collectives: they restart together
+            if member.child is not None:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(member.child.pgid, signal.SIGKILL)
+            member.restart_at = now + delay
+            member.ready_s = None
+        others = f" with {len(group) - 1} other rank(s) of its group" if len(group) > 1 else ""
+        self._say(
+            f"{engine.spec.name} exited ({describe_exit(code)}); restarting it{others} in {delay:.0f} s "
+            f"(restart {done + 1} of {engine.plan.max_restarts}); its sessions go to the other engines"
+        )
+
+    def _check_parallelism(self, engines: list[_Engine]) -> None:
+        deadline = time.monotonic() + 2.0  # the relay thread may be a few lines behind
+        while True:
+            problems = [
+                problem for engine in engines for problem in parallelism_problems(engine.spec, engine.facts)
+            ]
+            if not problems or time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
+        if problems:
+            raise LaunchError(
+                "the engines do not run the planned parallel layout (read from their own start-up logs):\n  "
+                + "\n  ".join(problems),
+                hint="vLLM derives EP = DP x TP within one data-parallel group; check vllm_serve_kwargs, "
+                "expert_parallel_size and data_parallel_mode (ng_run +dry_run=true shows the plan)",
+            )
+
+    def _death_error(self, engine: _Engine, code: int, *, when: str) -> LaunchError:
+        if engine.child is not None and engine.child.relay is not None:
+            engine.child.relay.join(timeout=1.0)
+        pid = engine.child.pid if engine.child is not None else "?"
+        return LaunchError(
+            f"engine '{engine.spec.name}' (pid {pid}) exited {when}: {describe_exit(code)}"
+            f"{tail_text(engine.spec.name, engine.child)}",
+            hint="the lines above are its last output; fix the cause, then rerun ng_run",
+        )
+
+    def _waiting_text(self, engine: _Engine, now: float) -> str:
+        last = engine.child.last_lines()[-1:] if engine.child is not None else []
+        return f"{now - engine.started_at:.0f} s, last line: {last[0][:160] if last else '(none yet)'}"
+
+    def _say(self, line: str) -> None:
+        self.sink(_LAUNCHER, line)

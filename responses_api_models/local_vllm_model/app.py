@@ -1,0 +1,49 @@
+"""local_vllm_model: vllm_model over vLLM engines that ng_run starts from this instance's config.
+
+ng_run plans and starts the engines (`ng_cli.engines`, `ng_cli.launcher.engines`) before this
+server, then hands it every engine's URL and the run's key in its spec: from here on it is
+vllm_model (same routes, conversion, token ids, routing, failover and metrics). With a
+`base_url` in the config nothing is started and it is exactly vllm_model (NeMo Gym's meaning).
+The one difference: the wait for one sample is `NRL_VLLM_ASYNC_TIMEOUT_SECONDS` when set, and a
+timeout says so, with the export line that doubles it. See docs/local_vllm_model.md.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import ClassVar
+
+from ng_cli.engines.config import LocalVllmModelConfig
+from ng_cli.engines.quirks import ASYNC_TIMEOUT_ENV, SampleTimeoutError, sample_timeout_s
+from ng_cli.errors import ConfigError, NgError, UpstreamTimeoutError
+from ng_cli.upstream import VllmModelConfig
+from ng_cli.upstream.vllm_server import VllmModelServer
+
+
+class LocalVllmModel(VllmModelServer[LocalVllmModelConfig]):
+    """`POST /v1/responses`, `POST /v1/chat/completions`, `GET /metrics` over its own engines."""
+
+    config_class: ClassVar[type[VllmModelConfig]] = LocalVllmModelConfig
+    sample_timeout_s: float
+    """The longest wait for one sample (an attempt), as a timeout's message states it."""
+
+    def upstream_config(self) -> VllmModelConfig:
+        if self.config.base_url is None:
+            raise ConfigError(
+                f"'{self.name}': no base_url and no engines: local_vllm_model is started by ng_run, "
+                "which starts its engines first and passes their URLs"
+            )
+        self.sample_timeout_s = self.config.read_timeout_s
+        if ASYNC_TIMEOUT_ENV not in os.environ:
+            return self.config
+        try:
+            self.sample_timeout_s = sample_timeout_s(os.environ)
+        except ValueError as error:
+            raise ConfigError(f"'{self.name}': {error}") from None
+        seconds = self.sample_timeout_s
+        return self.config.model_copy(
+            update={"read_timeout_s": seconds, "total_timeout_s": max(seconds, self.config.connect_timeout_s)}
+        )
+
+    def timeout_error(self, error: UpstreamTimeoutError) -> NgError:
+        return SampleTimeoutError(self.sample_timeout_s)
