@@ -194,7 +194,9 @@ class InstanceEngines:
             port = engine.port or next(free)
             rpc = engine.rpc_port
             if rpc == 0:
-                rpc = group_rpc.setdefault(engine.group, next(free_rpc))
+                if engine.group not in group_rpc:
+                    group_rpc[engine.group] = next(free_rpc)
+                rpc = group_rpc[engine.group]
             engines.append(replace(engine, port=port, rpc_port=rpc))
         return replace(self, engines=tuple(engines))
 
@@ -238,7 +240,7 @@ def plan_engines(
             raise ConfigError(f"{where}vllm_serve_kwargs.{key}: set by ng_run's engine plan", hint=why)
     tp, pp, dp = (_positive(kwargs.pop(key, 1), f"{where}vllm_serve_kwargs.{key}") for key in _PARALLEL_KEYS)
     enable_ep = kwargs.pop("enable_expert_parallel", False) is True
-    served = _served_names(kwargs.pop("served_model_name", None), config.model)
+    served = _served_names(kwargs.pop("served_model_name", None), config.model, where=where)
     model_path = resolve_model_dir(config.model, hf_home=config.hf_home, where=where)
     info = read_model_info(model_path, where=where)
     timeout_problem = _timeout_problem(env)
@@ -435,14 +437,14 @@ def _engine_env(config: LocalVllmModelConfig, *, on_cpu: bool) -> dict[str, str]
     return env
 
 
-def _served_names(value: Any, model: str) -> str:
+def _served_names(value: Any, model: str, *, where: str) -> str:
     """The name requests use is `model`; other served names of the user's are not needed by us."""
     if value is None:
         return model
     names = [value] if isinstance(value, str) else list(value)
     if model not in names:
         raise ConfigError(
-            f"vllm_serve_kwargs.served_model_name {names} does not include model {model!r}, "
+            f"{where}vllm_serve_kwargs.served_model_name {names} does not include model {model!r}, "
             "the name the model server sends",
             hint="leave served_model_name unset (it defaults to model) or set model to the served name",
         )
