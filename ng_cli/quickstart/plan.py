@@ -1,7 +1,9 @@
 """What the quickstart runs and where it writes: paths, sizes, and the exact argv of each step (pure).
 
-No argv holds a secret: the engine's key reaches `ng_run` through the 0600 env file that
-`NG_ENV_YAML` names (`write_env_file`).
+The engine is the product's own path: `ng_run` with the shipped `local_vllm_model` config for the
+CPU engine plans it, starts it, and hands its URL and a random per-run key to the model server,
+so no key ever leaves `ng_run`. `NG_ENV_YAML` points at an empty env file of the run's own, so
+the user's env.yaml is neither read nor changed.
 """
 
 from __future__ import annotations
@@ -28,8 +30,10 @@ __all__ = [
 
 EXAMPLE_CONFIG_PATHS = (
     "resources_servers/example_single_tool_call/configs/example_single_tool_call.yaml",
-    "responses_api_models/vllm_model/configs/vllm_model.yaml",
+    "responses_api_models/local_vllm_model/configs/tiny_weather_cpu.yaml",
 )
+MODEL_KEY = "policy_model.responses_api_models.local_vllm_model.model"
+"""Where the model directory is set (overridden when the quickstart is given another model)."""
 EXAMPLE_AGENT = "example_single_tool_call_simple_agent"
 EXAMPLE_INPUT = "resources_servers/example_single_tool_call/data/example.jsonl"
 EMBEDDED_MODEL = "models/tiny-weather"
@@ -48,14 +52,13 @@ class QuickstartPlan:
     """ng_run's and vLLM's logs, the ready file, and (while running) the env file."""
     model_dir: Path
     """The model vLLM serves: by default the embedded one under the repo root."""
-    served_model_name: str = "tiny-weather"
     num_repeats: int = 2
     """Rollouts per example row."""
     num_samples_in_parallel: int = 10
     max_output_tokens: int = 256
     """Per model call. The embedded model's turns are ~40 tokens; the cap bounds a model that does not stop."""
-    ready_timeout_s: float = 120.0
-    """How long ng_run may take until every server answers /health."""
+    ready_timeout_s: float = 420.0
+    """How long ng_run may take until the engine serves and every server answers /health."""
     collect_timeout_s: float = 900.0
 
     @classmethod
@@ -91,9 +94,10 @@ class QuickstartPlan:
 
 
 def ng_run_args(plan: QuickstartPlan) -> list[str]:
-    """`ng_run`'s arguments: the example stack, any free head port, a ready file."""
+    """`ng_run`'s arguments: the example stack with its engine, this model, any free head port, a ready file."""
     return [
         "+config_paths=[" + ",".join(EXAMPLE_CONFIG_PATHS) + "]",
+        f"++{MODEL_KEY}={plan.model_dir}",
         f"+ready_file={plan.ready_file}",
         "++head_server.port=0",
     ]
@@ -127,13 +131,10 @@ def child_env(
     return env
 
 
-def write_env_file(path: Path, *, base_url: str, api_key: str, model_name: str) -> Path:
-    """Write the `policy_*` keys the model config reads, readable by this user only (0600)."""
+def write_env_file(path: Path, values: dict[str, str] | None = None) -> Path:
+    """Write the run's own env.yaml (by default empty), readable by this user only (0600)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    text = yaml.safe_dump(
-        {"policy_base_url": base_url, "policy_api_key": api_key, "policy_model_name": model_name},
-        sort_keys=False,
-    )
+    text = yaml.safe_dump(values or {}, sort_keys=False)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as handle:
         os.fchmod(handle.fileno(), 0o600)  # an older file may have had wider permissions

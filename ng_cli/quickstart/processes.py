@@ -126,8 +126,9 @@ class StackProcess:
 
     @property
     def server_pids(self) -> dict[str, int]:
-        """Server name -> pid, from the ready file (empty before it was read)."""
-        return {server["name"]: int(server["pid"]) for server in self.ready.get("servers", [])}
+        """Server and engine name -> pid, from the ready file (empty before it was read)."""
+        children = [*self.ready.get("engines", []), *self.ready.get("servers", [])]
+        return {child["name"]: int(child["pid"]) for child in children if child.get("pid")}
 
     def wait_ready(self, timeout_s: float) -> dict[str, Any]:
         """Poll for the ready file; raise LaunchError if ng_run exits first or the deadline passes."""

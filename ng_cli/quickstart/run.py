@@ -1,16 +1,16 @@
 """Running the quickstart: each phase with a header and a timing, and everything stopped at the end.
 
-    embedded model -> CPU vLLM engine -> env file + ng_run (ready file) -> ng_collect_rollouts -> stop
+    embedded model -> ng_run (local_vllm_model: its CPU engine first, then the servers; ready file)
+                   -> ng_collect_rollouts -> stop
 
 Whatever happens (a failed phase, Ctrl-C, SIGTERM), the last phase stops `ng_run` (SIGINT, as
-Ctrl-C would) and the engine, and removes the env file that holds the run's random key. A
-second Ctrl-C is ignored while that runs, so it cannot leave an engine behind.
+Ctrl-C would), which stops its engine and servers. A second Ctrl-C is ignored while that runs,
+so it cannot leave an engine behind.
 """
 
 from __future__ import annotations
 
 import contextlib
-import secrets
 import signal
 import time
 from collections.abc import Iterator
@@ -23,7 +23,6 @@ from rich.rule import Rule
 from rich.table import Table
 from rich.text import Text
 
-from ng_cli.engines.local_vllm import VllmServer
 from ng_cli.errors import LaunchError, NgError
 from ng_cli.quickstart.plan import QuickstartPlan, child_env, collect_args, ng_run_args, write_env_file
 from ng_cli.quickstart.processes import StackProcess, console_script, run_foreground
@@ -33,7 +32,7 @@ from ng_cli.rollouts.resume import OutputPaths
 __all__ = ["EXIT_INTERRUPTED", "Phases", "run_quickstart"]
 
 EXIT_INTERRUPTED = 130
-_PHASE_COUNT = 5
+_PHASE_COUNT = 4
 
 
 @dataclass
@@ -91,7 +90,6 @@ _COLLECT = "collect scored rollouts (ng_collect_rollouts)"
 class _Started:
     """What is running, for the clean-up to stop."""
 
-    engine: VllmServer | None = None
     stack: StackProcess | None = None
 
 
@@ -112,7 +110,7 @@ def run_quickstart(plan: QuickstartPlan, *, console: Console, setup_s: float | N
     finally:
         with _sigint_ignored():
             try:
-                with phases.phase("stop the stack and the engine", is_last=True):
+                with phases.phase("stop the stack and its engine", is_last=True):
                     _stop_all(plan, started)
             except NgError as error:
                 _print_error(console, error)
@@ -125,23 +123,22 @@ def run_quickstart(plan: QuickstartPlan, *, console: Console, setup_s: float | N
 def _prepare_run_dir(plan: QuickstartPlan) -> None:
     plan.run_dir.mkdir(parents=True, exist_ok=True)
     plan.run_dir.chmod(0o700)  # it holds the env file with the run's key
-    for old_log in plan.run_dir.glob("vllm-*.log"):  # named by port: one more per run otherwise
-        old_log.unlink()
+    write_env_file(plan.env_file)
 
 
 def _run_phases(plan: QuickstartPlan, phases: Phases, started: _Started) -> None:
-    """The four working phases; `started` tells the clean-up what to stop."""
+    """The three working phases; `started` tells the clean-up what to stop."""
     show = phases.console
     with phases.phase("check the embedded model"):
         _check_model_dir(plan.model_dir)
         note = "trained offline for this task; see its README.md"
         show.print(f"model: {plan.model_dir} ({note})", highlight=False, soft_wrap=True)
-    with phases.phase("start the CPU vLLM engine"):
-        started.engine = engine = _start_engine(plan, plan.model_dir)
-        show.print(f"engine: {engine.base_url} (log {engine.log_path})", highlight=False, soft_wrap=True)
-    with phases.phase("start the example stack (ng_run)"):
-        started.stack = stack = _start_stack(plan, engine)
-        show.print(f"head server: {stack.head_url} (log {stack.log_path})", highlight=False, soft_wrap=True)
+    with phases.phase("start the CPU vLLM engine and the example stack (ng_run)"):
+        show.print(f"ng_run's output (the engine's too): {plan.ng_run_log}", highlight=False, soft_wrap=True)
+        started.stack = stack = _start_stack(plan)
+        for engine in stack.ready.get("engines", []):
+            show.print(f"engine: {engine['url']} ({engine['reported']})", highlight=False, soft_wrap=True)
+        show.print(f"head server: {stack.head_url}", highlight=False, soft_wrap=True)
     with phases.phase(_COLLECT):
         _collect(plan, stack)
 
@@ -160,17 +157,7 @@ def _check_model_dir(model_dir: Path) -> None:
         )
 
 
-def _start_engine(plan: QuickstartPlan, model_dir: Path) -> VllmServer:
-    return VllmServer.start(
-        model_dir,
-        api_key=secrets.token_urlsafe(24),
-        served_model_name=plan.served_model_name,
-        log_dir=plan.run_dir,
-    )
-
-
-def _start_stack(plan: QuickstartPlan, engine: VllmServer) -> StackProcess:
-    write_env_file(plan.env_file, base_url=engine.base_url, api_key=engine.api_key, model_name=engine.model)
+def _start_stack(plan: QuickstartPlan) -> StackProcess:
     return StackProcess.start(
         [str(console_script("ng_run")), *ng_run_args(plan)],
         env=child_env(plan, is_logged=True),
@@ -193,12 +180,10 @@ def _collect(plan: QuickstartPlan, stack: StackProcess) -> None:
 
 
 def _stop_all(plan: QuickstartPlan, started: _Started) -> None:
-    """ng_run first (its servers talk to the engine), then the engine; then forget the key."""
+    """ng_run stops its servers and its engine; whatever outlives it is killed and reported."""
     try:
         problems = started.stack.stop() if started.stack is not None else []
     finally:
-        if started.engine is not None:
-            started.engine.stop()
         plan.env_file.unlink(missing_ok=True)
     if problems:
         raise LaunchError("; ".join(problems))

@@ -1,7 +1,8 @@
 """The embedded default model (models/tiny-weather) earns real rewards through the real stack.
 
-A module fixture serves the committed model with the CPU vLLM (hermes tool parser), starts
-`ng_run` with the quickstart's own configs and argv (`ng_cli.quickstart.plan`), and runs the real
+A module fixture starts `ng_run` with the quickstart's own configs and argv
+(`ng_cli.quickstart.plan`): ng_run starts the CPU vLLM engine itself (local_vllm_model, hermes tool
+parser) and then the stack; then it runs the real
 `ng_collect_rollouts` over the 5 example rows, 2 rollouts each, at vLLM's default temperature.
 The environment's `/verify` scores them; nothing here is forced or mocked.
 
@@ -13,7 +14,6 @@ from __future__ import annotations
 
 import json
 import os
-import secrets
 import signal
 import subprocess
 import uuid
@@ -24,7 +24,7 @@ from typing import Any
 
 import pytest
 
-from ng_cli.engines.local_vllm import VllmServer, is_vllm_env_ready, vllm_venv_dir, vllm_venv_python
+from ng_cli.engines.local_vllm import is_vllm_env_ready, vllm_venv_dir, vllm_venv_python
 from ng_cli.quickstart.plan import (
     EMBEDDED_MODEL,
     QuickstartPlan,
@@ -49,11 +49,17 @@ class Collected:
     rows: list[dict[str, Any]]
     collect: subprocess.CompletedProcess[str]
     stop_problems: list[str]
+    engines: list[dict[str, Any]]
+    """The ready file's engine rows: what ng_run started for local_vllm_model."""
+    verify: subprocess.CompletedProcess[str]
+    """The training script's `--verify-url` check against the running engine."""
 
 
 @pytest.fixture(scope="module")
-def weather_engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[VllmServer]:
-    """vLLM serving models/tiny-weather, the quickstart's served name (start-up ~15-25 s)."""
+def collected(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Collected]:
+    """The quickstart's own path: ng_run starts the engine (local_vllm_model) and the stack, the
+    collector runs, and ng_run stops everything; the engine is also checked against the training
+    rendering while it runs."""
     if not is_vllm_env_ready():
         reason = (
             f"the CPU vLLM env is not built at {vllm_venv_dir()}; run: bash scripts/build_vllm_cpu_env.sh"
@@ -61,28 +67,11 @@ def weather_engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[VllmSer
         if os.environ.get("NG_REQUIRE_ENGINE", "").strip().lower() not in ("", "0", "false", "no"):
             pytest.fail(f"NG_REQUIRE_ENGINE is set and {reason}", pytrace=False)
         pytest.skip(reason)
-    with VllmServer.start(
-        MODEL_DIR,
-        api_key=secrets.token_urlsafe(16),
-        served_model_name="tiny-weather",
-        log_dir=tmp_path_factory.mktemp("vllm"),
-    ) as server:
-        yield server
-
-
-@pytest.fixture(scope="module")
-def collected(weather_engine: VllmServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Collected]:
-    """The quickstart's stack and collection against the engine; everything stopped afterwards."""
     tmp = tmp_path_factory.mktemp("collect")
     plan = QuickstartPlan.default(ROOT).with_changes(
         output=tmp / "rollouts.jsonl", run_dir=tmp / "run", num_repeats=NUM_REPEATS
     )
-    write_env_file(
-        plan.env_file,
-        base_url=weather_engine.base_url,
-        api_key=weather_engine.api_key,
-        model_name="tiny-weather",
-    )
+    write_env_file(plan.env_file)
     marker = uuid.uuid4().hex
     env = {**child_env(plan, is_logged=True), MARKER_VAR: marker}
     env.pop("NG_REPO_ROOT", None)
@@ -92,16 +81,24 @@ def collected(weather_engine: VllmServer, tmp_path_factory: pytest.TempPathFacto
         cwd=ROOT,
         ready_file=plan.ready_file,
         log_path=plan.ng_run_log,
-        timeout_s=90,
+        timeout_s=plan.ready_timeout_s,
     )
     try:
+        engines = list(stack.ready["engines"])
+        root_url = engines[0]["url"].removesuffix("/v1")
+        verify = subprocess.run(
+            [str(vllm_venv_python()), str(TRAIN_SCRIPT), "--out", str(MODEL_DIR), "--verify-url", root_url],
+            capture_output=True, text=True, timeout=120, check=False,
+        )  # fmt: skip
         collect = subprocess.run(
             [str(console_script("ng_collect_rollouts")), *collect_args(plan, stack.head_url)],
             cwd=ROOT, env=env, capture_output=True, text=True, timeout=300, check=False,
         )  # fmt: skip
         problems = stack.stop()
         lines = plan.output.read_text().splitlines() if plan.output.is_file() else []
-        yield Collected([json.loads(line) for line in lines if line.strip()], collect, problems)
+        yield Collected(
+            [json.loads(line) for line in lines if line.strip()], collect, problems, engines, verify
+        )
     finally:
         stack.stop()
         for pid in marked_pids(marker):
@@ -121,12 +118,16 @@ def test_artifact_is_complete_and_small() -> None:
     assert special["<|im_end|>"] is True
 
 
-def test_vllm_tokenize_equals_the_training_rendering(weather_engine: VllmServer) -> None:
-    command = [str(vllm_venv_python()), str(TRAIN_SCRIPT), "--out", str(MODEL_DIR)]
-    command += ["--verify-url", weather_engine.root_url]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
-    assert done.returncode == 0, done.stderr[-4000:]
-    assert "0 mismatches" in done.stderr
+def test_vllm_tokenize_equals_the_training_rendering(collected: Collected) -> None:
+    assert collected.verify.returncode == 0, collected.verify.stderr[-4000:]
+    assert "0 mismatches" in collected.verify.stderr
+
+
+def test_the_engine_was_started_by_ng_run_from_the_local_vllm_model_config(collected: Collected) -> None:
+    (engine,) = collected.engines
+    assert engine["name"] == "policy_model/engine-0"
+    assert engine["devices"] == "cpu"
+    assert engine["reported"].startswith("vllm 0.32.0, torch 2.13.0")
 
 
 def test_every_row_is_collected_and_the_stack_stops_cleanly(collected: Collected) -> None:

@@ -156,7 +156,12 @@ def _forced_inputs(tmp: Path) -> tuple[list[str], Path]:
 def _full_run(engine: VllmServer, tmp: Path, *, is_forced: bool) -> Iterator[FullRun]:
     """Start the stack, collect the 5 example rows, stop the stack with SIGINT; record it all."""
     env_file = write_env_file(
-        tmp / "env.yaml", base_url=engine.base_url, api_key=engine.api_key, model_name=engine.model
+        tmp / "env.yaml",
+        {
+            "policy_base_url": engine.base_url,
+            "policy_api_key": engine.api_key,
+            "policy_model_name": engine.model,
+        },
     )
     config_paths, data = _forced_inputs(tmp) if is_forced else (list(CONFIG_PATHS), ROOT / EXAMPLE_INPUT)
     marker = uuid.uuid4().hex

@@ -48,7 +48,9 @@ def bound(engines: InstanceEngines) -> InstanceEngines:
 
 
 def test_dense_data_parallel_is_independent_engines_on_consecutive_tp_bundles(tmp_path: Path) -> None:
-    engines = plan(model_dir(tmp_path), vllm_serve_kwargs={"tensor_parallel_size": 2, "data_parallel_size": 3})
+    engines = plan(
+        model_dir(tmp_path), vllm_serve_kwargs={"tensor_parallel_size": 2, "data_parallel_size": 3}
+    )
 
     assert engines.mode == "replicas"
     assert [e.devices for e in engines.engines] == [("0", "1"), ("2", "3"), ("4", "5")]
@@ -62,7 +64,9 @@ def test_dense_data_parallel_is_independent_engines_on_consecutive_tp_bundles(tm
 
 
 def test_tp_times_pp_devices_per_engine(tmp_path: Path) -> None:
-    engines = plan(model_dir(tmp_path), vllm_serve_kwargs={"tensor_parallel_size": 2, "pipeline_parallel_size": 2})
+    engines = plan(
+        model_dir(tmp_path), vllm_serve_kwargs={"tensor_parallel_size": 2, "pipeline_parallel_size": 2}
+    )
 
     (engine,) = engines.engines
     assert engine.devices == ("0", "1", "2", "3")
@@ -124,7 +128,11 @@ def test_moe_external_lb_is_one_endpoint_per_rank_sharing_the_group_coordinator(
 def test_enable_expert_parallel_alone_spans_every_dp_rank(tmp_path: Path) -> None:
     engines = plan(
         model_dir(tmp_path, model_type="mixtral", experts=8),
-        vllm_serve_kwargs={"data_parallel_size": 2, "tensor_parallel_size": 2, "enable_expert_parallel": True},
+        vllm_serve_kwargs={
+            "data_parallel_size": 2,
+            "tensor_parallel_size": 2,
+            "enable_expert_parallel": True,
+        },
     )
 
     (engine,) = engines.engines
@@ -181,13 +189,28 @@ def test_ep_within_tp_is_allowed_for_replicas(tmp_path: Path) -> None:
         ({"vllm_serve_kwargs": {"data_parallel_size": 4, "tensor_parallel_size": 4}}, 0, "asks for 16 GPUs"),
         ({"vllm_serve_kwargs": {"data_parallel_size": 2}, "expert_parallel_size": 2}, 0, "has no experts"),
         (
-            {"vllm_serve_kwargs": {"data_parallel_size": 4, "tensor_parallel_size": 2}, "expert_parallel_size": 3},
+            {
+                "vllm_serve_kwargs": {"data_parallel_size": 4, "tensor_parallel_size": 2},
+                "expert_parallel_size": 3,
+            },
             16,
             "is not data-parallel x tensor-parallel size",
         ),
-        ({"vllm_serve_kwargs": {"data_parallel_size": 3}, "expert_parallel_size": 2}, 16, "is not a multiple of 2"),
-        ({"vllm_serve_kwargs": {"data_parallel_size": 1}, "expert_parallel_size": 4}, 16, "needs 4 data-parallel ranks"),
-        ({"vllm_serve_kwargs": {"data_parallel_size": 8}, "expert_parallel_size": 8}, 4, "exceeds the model's 4 experts"),
+        (
+            {"vllm_serve_kwargs": {"data_parallel_size": 3}, "expert_parallel_size": 2},
+            16,
+            "is not a multiple of 2",
+        ),
+        (
+            {"vllm_serve_kwargs": {"data_parallel_size": 1}, "expert_parallel_size": 4},
+            16,
+            "needs 4 data-parallel ranks",
+        ),
+        (
+            {"vllm_serve_kwargs": {"data_parallel_size": 8}, "expert_parallel_size": 8},
+            4,
+            "exceeds the model's 4 experts",
+        ),
         ({"vllm_serve_kwargs": {"tensor_parallel_size": 0}}, 0, "expected a positive integer"),
         ({"vllm_serve_kwargs": {"port": 8000}}, 0, "vllm_serve_kwargs.port: set by ng_run"),
         ({"vllm_serve_kwargs": {"db_password": "x"}}, 0, "a secret would be visible"),
@@ -265,7 +288,11 @@ def test_secrets_go_to_the_environment_never_to_argv(tmp_path: Path) -> None:
 
 def test_without_a_key_each_plan_gets_a_fresh_random_one(tmp_path: Path) -> None:
     config = LocalVllmModelConfig.model_validate(
-        {"model": str(model_dir(tmp_path)), "return_token_id_information": False, "uses_reasoning_parser": False}
+        {
+            "model": str(model_dir(tmp_path)),
+            "return_token_id_information": False,
+            "uses_reasoning_parser": False,
+        }
     )
     first, second = (plan_engines("p", config, env={}, devices=(), python=PY) for _ in range(2))
 
@@ -274,7 +301,9 @@ def test_without_a_key_each_plan_gets_a_fresh_random_one(tmp_path: Path) -> None
 
 
 def test_configured_engine_ports_are_used_in_order(tmp_path: Path) -> None:
-    engines = plan(model_dir(tmp_path), vllm_serve_kwargs={"data_parallel_size": 2}, engine_ports=[9100, 9101])
+    engines = plan(
+        model_dir(tmp_path), vllm_serve_kwargs={"data_parallel_size": 2}, engine_ports=[9100, 9101]
+    )
 
     assert engines.ports_needed() == (0, 0)
     assert [e.base_url for e in engines.engines] == ["http://127.0.0.1:9100/v1", "http://127.0.0.1:9101/v1"]

@@ -46,7 +46,7 @@ def test_known_secrets_move_to_the_environment() -> None:
 
 
 def test_other_secrets_are_refused() -> None:
-    with pytest.raises(ConfigError, match="vllm_serve_kwargs.s3_secret") as caught:
+    with pytest.raises(ConfigError, match=r"vllm_serve_kwargs\.s3_secret") as caught:
         split_secret_kwargs({"s3_secret": "x"}, where="")
     assert caught.value.hint is not None
     assert "vllm_serve_env_vars" in caught.value.hint

@@ -10,6 +10,7 @@ import yaml
 from ng_cli.quickstart.plan import (
     EXAMPLE_AGENT,
     EXAMPLE_CONFIG_PATHS,
+    MODEL_KEY,
     QuickstartPlan,
     child_env,
     collect_args,
@@ -45,6 +46,14 @@ def test_ng_run_args_name_the_example_stack_and_a_ready_file(tmp_path: Path) -> 
     assert args[0] == "+config_paths=[" + ",".join(EXAMPLE_CONFIG_PATHS) + "]"
     assert f"+ready_file={plan.ready_file}" in args
     assert "++head_server.port=0" in args
+    assert "responses_api_models/local_vllm_model/configs/tiny_weather_cpu.yaml" in args[0]
+
+
+def test_ng_run_args_serve_the_planned_model_directory(tmp_path: Path) -> None:
+    plan = make_plan(tmp_path).with_changes(model_dir=tmp_path / "other-model")
+    args = ng_run_args(plan)
+    assert f"++{MODEL_KEY}={tmp_path.resolve() / 'other-model'}" in args
+    assert not any(KEY in arg for arg in args)
 
 
 def test_collect_args_start_over_with_the_planned_sizes(tmp_path: Path) -> None:
@@ -60,18 +69,16 @@ def test_collect_args_start_over_with_the_planned_sizes(tmp_path: Path) -> None:
     )
 
 
-def test_env_file_holds_the_policy_keys_and_is_private_even_over_an_older_file(tmp_path: Path) -> None:
+def test_env_file_is_empty_by_default_and_private_even_over_an_older_file(tmp_path: Path) -> None:
     path = tmp_path / "run" / "env.yaml"
     path.parent.mkdir()
-    path.write_text("old: 1\n")
+    path.write_text(f"policy_api_key: {KEY}\n")
     path.chmod(0o644)
-    write_env_file(path, base_url="http://127.0.0.1:9/v1", api_key=KEY, model_name="tiny-qwen2")
+    write_env_file(path)
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
-    assert yaml.safe_load(path.read_text()) == {
-        "policy_base_url": "http://127.0.0.1:9/v1",
-        "policy_api_key": KEY,
-        "policy_model_name": "tiny-qwen2",
-    }
+    assert yaml.safe_load(path.read_text()) == {}
+    write_env_file(path, {"policy_model_name": "m"})
+    assert yaml.safe_load(path.read_text()) == {"policy_model_name": "m"}
 
 
 def test_children_read_our_env_file_and_only_logs_get_wide_tables(tmp_path: Path) -> None:
