@@ -80,9 +80,11 @@ def _require_env() -> Path:
     return vllm_venv_python()
 
 
-def build_tiny_model(out_dir: Path, *, seed: int = 0, timeout_s: float = 300.0) -> Path:
-    """Build (or reuse) the offline tiny Qwen2 model in ``out_dir`` with the vLLM venv's python."""
+def build_tiny_model(out_dir: Path, *, seed: int = 0, experts: int = 0, timeout_s: float = 300.0) -> Path:
+    """Build (or reuse) the offline tiny Qwen2 (or, with `experts`, Qwen3-MoE) model in ``out_dir``."""
     command = [str(_require_env()), str(TINY_MODEL_SCRIPT), "--out", str(out_dir), "--seed", str(seed)]
+    if experts:
+        command += ["--experts", str(experts)]
     result = subprocess.run(command, capture_output=True, text=True, timeout=timeout_s, check=False)
     if result.returncode != 0:
         tail = "\n".join(result.stderr.splitlines()[-LOG_TAIL_LINES:])

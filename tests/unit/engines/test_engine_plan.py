@@ -315,3 +315,15 @@ def test_a_base_url_means_no_engines() -> None:
          "uses_reasoning_parser": False}
     )  # fmt: skip
     assert not config.launches_engines
+
+
+def test_moe_dp_on_cpu_is_planned_with_a_warning_about_the_cpu_build(tmp_path: Path) -> None:
+    engines = plan(
+        model_dir(tmp_path, model_type="qwen3_moe", experts=16),
+        devices=(),
+        vllm_serve_kwargs={"data_parallel_size": 2},
+        expert_parallel_size=2,
+    )
+
+    assert [e.expert_parallel_size for e in engines.engines] == [2]
+    assert any(note.level == "warning" and "all_gatherv" in note.text for note in engines.notes)

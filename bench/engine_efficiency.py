@@ -1,0 +1,234 @@
+"""Generated tokens/s of an engine driven directly vs through the model server, same prompts, interleaved.
+
+    direct   a raw aiohttp client -> the engine's /v1/chat/completions, with the exact chat body
+             the model server would send (built by the same conversion code)
+    model    the same client -> local_vllm_model's /v1/responses -> the same engine
+
+ng_run starts the stack from config (the engine through local_vllm_model, the product's path):
+by default the CPU engine of models/tiny-weather (responses_api_models/local_vllm_model/configs/
+tiny_weather_cpu.yaml); `--config FILE` names another local_vllm_model config (a GPU one).
+Every request generates exactly `--max-tokens` tokens (`ignore_eos`), so both paths do the same
+engine work. For each concurrency, rounds alternate the order of the two paths; the table gives
+tokens/s per path (median of rounds) and the ratio model/direct. Results: bench/results/
+engine_efficiency.json (or --out).
+
+    .venv/bin/python bench/engine_efficiency.py [--concurrency 32 128] [--requests 256] [--rounds 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import secrets
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import yaml
+from rich.console import Console
+from rich.table import Table
+
+from ng_cli.conversion import to_chat_request
+from ng_cli.protocol.responses import ResponsesRequest
+
+ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_CONFIG = "responses_api_models/local_vllm_model/configs/tiny_weather_cpu.yaml"
+RESULTS = ROOT / "bench" / "results" / "engine_efficiency.json"
+NG_RUN = Path(sys.executable).with_name("ng_run")
+INSTANCE = "policy_model"
+CITIES = ("Paris", "Tokyo", "Lima", "Oslo", "Cairo", "Quito", "Perth", "Dakar", "Hanoi", "Bogota")
+
+
+def _responses_body(index: int, max_tokens: int) -> dict[str, Any]:
+    city = CITIES[index % len(CITIES)]
+    return {
+        "input": [{"role": "user", "content": f"What is the weather like in {city} today? ({index})"}],
+        "max_output_tokens": max_tokens,
+        "temperature": 1.0,
+    }
+
+
+def _write_config(directory: Path, *, base_config: str, api_key: str, extra: dict[str, Any]) -> Path:
+    """A private (0600) config over the chosen one: our key (never argv) and ignore_eos."""
+    block = {"api_key": api_key, "extra_body": {"ignore_eos": True}, **extra}
+    config = {
+        "config_paths": [base_config],
+        INSTANCE: {"responses_api_models": {"local_vllm_model": block}},
+    }
+    path = directory / "bench.yaml"
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as handle:
+        yaml.safe_dump(config, handle)
+    return path
+
+
+async def _drive(
+    url: str, bodies: list[dict[str, Any]], *, key: str, concurrency: int, usage: str
+) -> dict[str, float]:
+    """POST every body with `concurrency` callers; generated tokens/s and failures."""
+    queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+    for body in bodies:
+        queue.put_nowait(body)
+    tokens = 0
+    failures = 0
+    connector = aiohttp.TCPConnector(limit=0)
+    timeout = aiohttp.ClientTimeout(total=1800)
+    headers = {"Authorization": f"Bearer {key}"}
+    async with aiohttp.ClientSession(connector=connector, timeout=timeout, headers=headers) as session:
+
+        async def worker() -> None:
+            nonlocal tokens, failures
+            while not queue.empty():
+                body = queue.get_nowait()
+                async with session.post(url, json=body) as answer:
+                    payload = await answer.json(content_type=None)
+                    if answer.status != 200:
+                        failures += 1
+                        continue
+                    tokens += int(payload["usage"][usage])
+
+        started = time.perf_counter()
+        await asyncio.gather(*(worker() for _ in range(concurrency)))
+        elapsed = time.perf_counter() - started
+    return {"tokens": tokens, "seconds": elapsed, "tokens_per_s": tokens / elapsed, "failures": failures}
+
+
+def _start_stack(
+    config: Path, work: Path, env: dict[str, str]
+) -> tuple[subprocess.Popen[bytes], dict[str, Any]]:
+    ready_file = work / "ready.json"
+    log = (work / "ng_run.log").open("wb")
+    process = subprocess.Popen(
+        [str(NG_RUN), f"+config_paths=[{config}]", "++head_server.port=0", f"+ready_file={ready_file}"],
+        cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+    )  # fmt: skip
+    deadline = time.monotonic() + 1800
+    while not ready_file.is_file():
+        if process.poll() is not None or time.monotonic() > deadline:
+            process.kill()
+            sys.exit(f"ng_run did not get ready; see {work / 'ng_run.log'}")
+        time.sleep(0.5)
+    return process, json.loads(ready_file.read_text())
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--config", default=DEFAULT_CONFIG, help="a local_vllm_model config (path from the repo root)"
+    )
+    parser.add_argument("--concurrency", type=int, nargs="+", default=[32, 128])
+    parser.add_argument("--requests", type=int, default=256, help="requests per path per round")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--max-tokens", type=int, default=64)
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=YAML",
+                        help="extra keys for the instance block, e.g. --set engine_ready_timeout_s=1800")  # fmt: skip
+    parser.add_argument("--out", type=Path, default=RESULTS)
+    args = parser.parse_args()
+    extra = {key: yaml.safe_load(value) for key, value in (item.split("=", 1) for item in args.set)}
+
+    console = Console()
+    key = secrets.token_urlsafe(24)
+    work = Path(tempfile.mkdtemp(prefix="ng-bench-engine-"))
+    config = _write_config(work, base_config=args.config, api_key=key, extra=extra)
+    env = {**os.environ, "NG_ENV_YAML": str(_empty_env(work))}
+    process, ready = _start_stack(config, work, env)
+    try:
+        engine = ready["engines"][0]
+        model_url = next(s["url"] for s in ready["servers"] if s["name"] == INSTANCE)
+        served = _served_name(config)
+        responses = [_responses_body(i, args.max_tokens) for i in range(args.requests)]
+        chats = [
+            to_chat_request(ResponsesRequest.model_validate(body), model=served, wants_token_ids=False,
+                            extra_body={"ignore_eos": True})
+            for body in responses
+        ]  # fmt: skip
+        paths = {
+            "direct": (f"{engine['url']}/chat/completions", chats, "completion_tokens"),
+            "model": (f"{model_url}/v1/responses", responses, "output_tokens"),
+        }
+        asyncio.run(_drive(paths["direct"][0], chats[:16], key=key, concurrency=8, usage="completion_tokens"))
+        runs: list[dict[str, Any]] = []
+        for round_index in range(args.rounds):
+            for concurrency in args.concurrency:
+                order = ["direct", "model"] if round_index % 2 == 0 else ["model", "direct"]
+                for path in order:
+                    url, bodies, usage = paths[path]
+                    result = asyncio.run(_drive(url, bodies, key=key, concurrency=concurrency, usage=usage))
+                    runs.append({"round": round_index, "concurrency": concurrency, "path": path, **result})
+                    console.print(
+                        f"round {round_index} c={concurrency} {path}: {result['tokens_per_s']:.0f} tok/s"
+                    )
+    finally:
+        process.send_signal(signal.SIGINT)
+        try:
+            process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+    summary = _summarise(runs, args.concurrency)
+    table = Table(title=f"engine efficiency ({engine['reported']}, {args.max_tokens} tokens/request)")
+    for column in (
+        "concurrency",
+        "direct tok/s",
+        "through model server tok/s",
+        "ratio model/direct",
+        "failures",
+    ):
+        table.add_column(column, justify="right")
+    for row in summary:
+        table.add_row(str(row["concurrency"]), f"{row['direct']:.0f}", f"{row['model']:.0f}",
+                      f"{row['ratio']:.3f}", str(row["failures"]))  # fmt: skip
+    console.print(table)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps({
+        "config": args.config, "engine": engine, "engine_ready_s": ready["ready_s"].get(engine["name"]),
+        "machine": {"platform": platform.platform(), "cpus": os.cpu_count()},
+        "max_tokens": args.max_tokens, "requests": args.requests, "rounds": args.rounds,
+        "summary": summary, "runs": runs,
+    }, indent=2))  # fmt: skip
+    console.print(f"wrote {args.out}")
+
+
+def _summarise(runs: list[dict[str, Any]], concurrencies: list[int]) -> list[dict[str, Any]]:
+    rows = []
+    for concurrency in concurrencies:
+        per_path = {
+            path: statistics.median(r["tokens_per_s"] for r in runs if r["concurrency"] == concurrency and r["path"] == path)
+            for path in ("direct", "model")
+        }  # fmt: skip
+        ratios = [
+            model["tokens_per_s"] / direct["tokens_per_s"]
+            for direct in runs if direct["concurrency"] == concurrency and direct["path"] == "direct"
+            for model in runs
+            if model["concurrency"] == concurrency and model["path"] == "model" and model["round"] == direct["round"]
+        ]  # fmt: skip
+        failures = sum(int(r["failures"]) for r in runs if r["concurrency"] == concurrency)
+        rows.append(
+            {"concurrency": concurrency, **per_path, "ratio": statistics.median(ratios), "failures": failures}
+        )
+    return rows
+
+
+def _served_name(config: Path) -> str:
+    from ng_cli.config.compose import compose_config
+
+    composed = compose_config([f"+config_paths=[{config}]"], cwd=ROOT)
+    return str(composed.get(f"{INSTANCE}.responses_api_models.local_vllm_model.model"))
+
+
+def _empty_env(work: Path) -> Path:
+    path = work / "env.yaml"
+    path.write_text("{}\n")
+    return path
+
+
+if __name__ == "__main__":
+    main()
