@@ -1,13 +1,23 @@
-"""`ng_dump_config`: print the composed config as YAML, with secrets masked."""
+"""`ng_dump_config`: print the composed config as YAML, with secrets masked (and the engine plan on stderr)."""
 
 from __future__ import annotations
 
+import os
 from typing import Annotated
 
 import typer
 
-from ng_cli.commands._app import ConfigFiles, Verbose, composed_config, make_app, overrides_argument
+from ng_cli.commands._app import (
+    ConfigFiles,
+    Verbose,
+    composed_config,
+    make_app,
+    make_console,
+    overrides_argument,
+)
 from ng_cli.config.render import render_yaml
+from ng_cli.launcher.plan import engine_plans
+from ng_cli.launcher.render import engine_notes, engines_table
 
 __all__ = ["app", "dump_config", "main"]
 
@@ -39,7 +49,13 @@ def dump_config(
     """Print the composed config (files < env.yaml < overrides), secrets masked."""
     with composed_config(overrides, config, verbose=verbose) as composed:
         with_sources = sources or composed.get("show_sources") is True
+        engines = engine_plans(composed, env=os.environ, python=None)  # refuses an impossible plan
         typer.echo(render_yaml(composed, masked=True, with_sources=with_sources), nl=False)
+        if engines:  # on stderr: stdout stays the YAML, for pipes
+            console = make_console(stderr=True)
+            console.print(engines_table(engines, title="vLLM engines ng_run would start"))
+            for note in engine_notes(engines):
+                console.print(note)
 
 
 def main() -> None:

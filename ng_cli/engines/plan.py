@@ -21,7 +21,7 @@ parallelism beyond TP, which vLLM runs with EP = TP (experts silently never shar
 from __future__ import annotations
 
 import secrets as _random
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -232,33 +232,48 @@ def plan_engines(
     devices: tuple[str, ...],
     python: str,
     source: str | None = None,
+    locate: Callable[[str], str | None] | None = None,
     api_key: str | None = None,
 ) -> InstanceEngines:
     """The engines of one instance on `devices` (consumed from the front); ConfigError if impossible.
 
-    `python` is the engine interpreter to use when the config names none.
+    `python` is the engine interpreter to use when the config names none; `locate(key)` gives the
+    "file:line" of a key of the block (errors name it), else `source` (the instance's) is shown.
     """
-    where = f"{source}  {instance}." if source else f"{instance}."
+
+    def at(key: str) -> str:
+        """`file:line  instance.` for a key of the block (where it was set, else the instance)."""
+        where = (locate(key) if locate else None) or source
+        return f"{where}  {instance}." if where else f"{instance}."
+
     kwargs = {key.replace("-", "_"): value for key, value in config.vllm_serve_kwargs.items()}
     for key, why in _OWNED_KEYS.items():
         if key in kwargs:
-            raise ConfigError(f"{where}vllm_serve_kwargs.{key}: set by ng_run's engine plan", hint=why)
-    tp, pp, dp = (_positive(kwargs.pop(key, 1), f"{where}vllm_serve_kwargs.{key}") for key in _PARALLEL_KEYS)
+            raise ConfigError(
+                f"{at(f'vllm_serve_kwargs.{key}')}vllm_serve_kwargs.{key}: set by ng_run's engine plan",
+                hint=why,
+            )
+    tp, pp, dp = (
+        _positive(kwargs.pop(key, 1), f"{at(f'vllm_serve_kwargs.{key}')}vllm_serve_kwargs.{key}")
+        for key in _PARALLEL_KEYS
+    )
     enable_ep = kwargs.pop("enable_expert_parallel", False) is True
-    served = _served_names(kwargs.pop("served_model_name", None), config.model, where=where)
-    model_path = resolve_model_dir(config.model, hf_home=config.hf_home, where=where)
-    info = read_model_info(model_path, where=where)
+    served = _served_names(kwargs.pop("served_model_name", None), config.model, where=at("vllm_serve_kwargs"))
+    model_path = resolve_model_dir(config.model, hf_home=config.hf_home, where=at("model"))
+    info = read_model_info(model_path, where=at("model"))
     timeout_problem = _timeout_problem(env)
     if timeout_problem:
         raise ConfigError(
-            f"{where}{timeout_problem}", hint="unset it, or export a positive number of seconds"
+            f"{at('')}{timeout_problem}", hint="unset it, or export a positive number of seconds"
         )
 
-    ep = _expert_parallel_size(config, info, tp=tp, dp=dp, enable_ep=enable_ep, where=where)
+    ep = _expert_parallel_size(
+        config, info, tp=tp, dp=dp, enable_ep=enable_ep, where=at("expert_parallel_size")
+    )
     mode = config.data_parallel_mode or ("internal_lb" if ep > 1 else "replicas")
     if mode == "replicas" and ep > tp:
         raise ConfigError(
-            f"{where}data_parallel_mode: replicas with expert_parallel_size {ep} > tensor_parallel_size "
+            f"{at('data_parallel_mode')}data_parallel_mode: replicas with expert_parallel_size {ep} > tensor_parallel_size "
             f"{tp}: each independent engine (data-parallel size 1) would run with expert-parallel size "
             f"{tp}, so experts would not be sharded over {ep} ranks (the plan of NeMo RL's async "
             "DP+EP pull request, which silently ran every engine with EP 1)",
@@ -268,7 +283,7 @@ def plan_engines(
     group_dp = 1 if mode == "replicas" else (ep // tp if ep > 1 else dp)
     if dp % group_dp:
         raise ConfigError(
-            f"{where}data_parallel_size {dp} is not a multiple of {group_dp}, the data-parallel size "
+            f"{at('vllm_serve_kwargs.data_parallel_size')}data_parallel_size {dp} is not a multiple of {group_dp}, the data-parallel size "
             f"of one expert group (expert_parallel_size {ep} / tensor_parallel_size {tp})",
             hint=f"use data_parallel_size {group_dp * max(1, dp // group_dp)} or another expert_parallel_size",
         )
@@ -276,13 +291,13 @@ def plan_engines(
     needed = dp * per_rank
     if devices and needed > len(devices):
         raise ConfigError(
-            f"{where}vllm_serve_kwargs asks for {needed} GPUs (data {dp} x tensor {tp} x pipeline {pp}) "
+            f"{at('vllm_serve_kwargs')}vllm_serve_kwargs asks for {needed} GPUs (data {dp} x tensor {tp} x pipeline {pp}) "
             f"but only {len(devices)} are left for it ({', '.join(devices)})",
             hint="lower data_parallel_size, or make more GPUs visible (CUDA_VISIBLE_DEVICES / num_gpus)",
         )
 
     kwargs, notes = apply_quirks(kwargs, model_type=info.model_type, env=env)
-    public_kwargs, secret_env = split_secret_kwargs(kwargs, where=where)
+    public_kwargs, secret_env = split_secret_kwargs(kwargs, where=at("vllm_serve_kwargs"))
     if not devices:
         notes.append(Note("info", "no GPU visible (CUDA_VISIBLE_DEVICES / num_gpus): CPU engines"))
         if info.is_moe and (ep > 1 or group_dp > 1):
@@ -309,7 +324,7 @@ def plan_engines(
     )
     if config.engine_ports is not None and len(config.engine_ports) != len(engines):
         raise ConfigError(
-            f"{where}engine_ports lists {len(config.engine_ports)} ports for {len(engines)} engine endpoints",
+            f"{at('engine_ports')}engine_ports lists {len(config.engine_ports)} ports for {len(engines)} engine endpoints",
             hint="give one port per engine endpoint, or leave engine_ports unset",
         )
     key = config.api_key.get_secret_value() or api_key or _random.token_urlsafe(24)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import secrets as _random
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -236,6 +236,7 @@ def engine_plans(
             devices=devices,
             python=python or default_engine_python(),
             source=instance.source,
+            locate=_locator(config, instance.key),
         )
         used = {device for engine in plan.engines for device in engine.devices}
         devices = tuple(device for device in devices if device not in used)
@@ -269,6 +270,15 @@ def _head_plan(config: ComposedConfig) -> ServerPlan:
         config={},
         source=where,
     )
+
+
+def _locator(config: ComposedConfig, prefix: str) -> Callable[[str], str | None]:
+    """ "file:line" of a key of one instance block, for the engine planner's errors."""
+
+    def locate(key: str) -> str | None:
+        return config.sources.lookup(f"{prefix}.{key}" if key else prefix)
+
+    return locate
 
 
 def _server_plan(
