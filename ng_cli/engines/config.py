@@ -58,6 +58,9 @@ class LocalVllmModelConfig(VllmModelConfig):
     sessions; dense models only), `internal_lb` (one vLLM DP group per expert group, one endpoint
     each) or `external_lb` (one endpoint per rank of a group, sharing its coordinator).
     Unset: `replicas` for dense models, `internal_lb` with expert parallelism."""
+    replicas_per_device: int = Field(default=1, ge=1)
+    """Independent replicas that share each TP*PP bundle of GPUs (set each one's
+    `gpu_memory_utilization` below 1 / this): more engines than GPUs for a small model."""
     num_gpus: int | None = Field(default=None, ge=0)
     """GPUs to plan for when `CUDA_VISIBLE_DEVICES` is unset (0 or unset there: CPU engines)."""
 

@@ -287,8 +287,15 @@ def plan_engines(
             f"of one expert group (expert_parallel_size {ep} / tensor_parallel_size {tp})",
             hint=f"use data_parallel_size {group_dp * max(1, dp // group_dp)} or another expert_parallel_size",
         )
+    share = config.replicas_per_device
+    if share > 1 and mode != "replicas":
+        raise ConfigError(
+            f"{at('replicas_per_device')}replicas_per_device {share} applies to independent replicas only, "
+            f"not to data_parallel_mode {mode} (one vLLM data-parallel group owns its devices)",
+            hint="remove replicas_per_device, or use data_parallel_mode: replicas for a dense model",
+        )
     per_rank = tp * pp
-    needed = dp * per_rank
+    needed = -(-dp // share) * per_rank
     if devices and needed > len(devices):
         raise ConfigError(
             f"{at('vllm_serve_kwargs')}vllm_serve_kwargs asks for {needed} GPUs (data {dp} x tensor {tp} x pipeline {pp}) "
@@ -385,8 +392,8 @@ def _layout(
         )
 
     if mode == "replicas":
-        for replica in range(dp):
-            add(replica, replica, 1, None, 1)
+        for replica in range(dp):  # `replicas_per_device` replicas share each TP*PP bundle
+            add(replica, replica // config.replicas_per_device, 1, None, 1)
     else:
         for group in range(dp // group_dp):
             first = group * group_dp

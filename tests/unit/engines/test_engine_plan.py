@@ -327,3 +327,21 @@ def test_moe_dp_on_cpu_is_planned_with_a_warning_about_the_cpu_build(tmp_path: P
 
     assert [e.expert_parallel_size for e in engines.engines] == [2]
     assert any(note.level == "warning" and "all_gatherv" in note.text for note in engines.notes)
+
+
+def test_replicas_can_share_a_gpu(tmp_path: Path) -> None:
+    engines = plan(
+        model_dir(tmp_path),
+        devices=("0",),
+        vllm_serve_kwargs={"data_parallel_size": 2, "gpu_memory_utilization": 0.4},
+        replicas_per_device=2,
+    )
+
+    assert [e.devices for e in engines.engines] == [("0",), ("0",)]
+    with pytest.raises(ConfigError, match="asks for 2 GPUs"):
+        plan(
+            model_dir(tmp_path),
+            devices=("0",),
+            vllm_serve_kwargs={"data_parallel_size": 3},
+            replicas_per_device=2,
+        )
