@@ -1,10 +1,10 @@
-"""Run a CPU vLLM OpenAI server from its own virtualenv, for engine tests and local runs.
+"""The CPU engine environment (its venv, tiny models), and `VllmServer` for engine tests.
 
 vLLM lives in a separate venv (scripts/build_vllm_cpu_env.sh) because its pins must not leak
-into the project's environment, so it is always started as a subprocess of that venv's python.
-The API key travels in the ``VLLM_API_KEY`` environment variable, never in argv, where any
-local user could read it from the process list. The server gets its own process group so that
-``stop()`` also ends whatever vLLM spawned.
+into the project's environment. `VllmServer` starts one engine outside any stack, for tests of
+vllm_model against a real vLLM; its argv and environment come from the same planner ng_run uses
+(`plan_test_engine`), so the key is in ``VLLM_API_KEY``, never argv. The server gets its own
+process group so that ``stop()`` also ends whatever vLLM spawned.
 """
 
 from __future__ import annotations
@@ -20,29 +20,25 @@ import time
 import urllib.error
 import urllib.request
 from collections import deque
-from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from types import TracebackType
 
+from ng_cli.engines.config import LocalVllmModelConfig
+from ng_cli.engines.plan import InstanceEngines, plan_engines
 from ng_cli.errors import LaunchError
 
 __all__ = [
-    "SERVER_MODULE",
+    "TEST_SERVE_KWARGS",
     "VllmServer",
     "build_tiny_model",
     "default_engine_python",
-    "free_port",
     "is_vllm_env_ready",
-    "server_command",
-    "server_env",
+    "plan_test_engine",
     "vllm_venv_dir",
     "vllm_venv_python",
 ]
 
-# vllm-cpu's `vllm` console script fails (the distribution is named vllm-cpu, so its version
-# lookup raises PackageNotFoundError). This module runs the same OpenAI-compatible server;
-# `vllm.entrypoints.openai.api_server` still works in 0.32.0 but is a deprecated shim to it.
-SERVER_MODULE = "vllm.entrypoints.launchers.api_server.entry"
 READY_MARKER = ".ng_ready"
 TINY_MODEL_SCRIPT = Path(__file__).with_name("tiny_model.py")
 BUILD_HINT = "build it with: bash scripts/build_vllm_cpu_env.sh"
@@ -92,60 +88,39 @@ def build_tiny_model(out_dir: Path, *, seed: int = 0, experts: int = 0, timeout_
     return Path(result.stdout.strip().splitlines()[-1])
 
 
-def free_port() -> int:
-    """Pick a free loopback port by binding port 0 and releasing it.
+TEST_SERVE_KWARGS: dict[str, object] = {
+    "dtype": "float32",  # CPU kernels
+    "max_model_len": 2048,
+    "enable_auto_tool_choice": True,
+    "tool_call_parser": "hermes",
+}
+"""What engine tests serve the tiny models with (REFERENCE section 6: fast CPU settings)."""
 
-    Racy by nature (another process may take it before vLLM binds), which is acceptable for a
-    single engine: vLLM binds the port itself and we cannot hand it a socket.
-    """
+
+def plan_test_engine(model_dir: Path, *, api_key: str, served_model_name: str, port: int) -> InstanceEngines:
+    """One CPU engine planned exactly as ng_run plans a local_vllm_model instance."""
+    config = LocalVllmModelConfig.model_validate(
+        {
+            "model": str(model_dir),
+            "api_key": api_key,
+            "return_token_id_information": False,
+            "uses_reasoning_parser": False,
+            "engine_ports": [port],
+            "vllm_serve_kwargs": TEST_SERVE_KWARGS,
+            # The model worker inside the server process on CPU: 15 s start instead of 23 s.
+            "vllm_serve_env_vars": {"VLLM_ENABLE_V1_MULTIPROCESSING": "0"},
+        }
+    )
+    planned = plan_engines("engine", config, env={}, devices=(), python=str(_require_env()))
+    (engine,) = planned.engines  # served under the tests' name, not its directory's
+    return replace(planned, engines=(replace(engine, served_model_name=served_model_name),))
+
+
+def _free_port() -> int:
+    """A free loopback port (racy by nature; vLLM binds the port itself and cannot take a socket)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
-
-
-def server_command(
-    python: Path, model_dir: Path, *, served_model_name: str, port: int, extra_args: Sequence[str] = ()
-) -> list[str]:
-    """Return the argv that starts the server; it holds no secret."""
-    return [
-        str(python), "-m", SERVER_MODULE,
-        "--model", str(model_dir),
-        "--served-model-name", served_model_name,
-        "--host", "127.0.0.1",
-        "--port", str(port),
-        # Fast CPU settings (REFERENCE section 6): no graph capture, fp32 kernels.
-        "--enforce-eager",
-        "--dtype", "float32",
-        "--max-model-len", "2048",
-        "--enable-auto-tool-choice",
-        "--tool-call-parser", "hermes",
-        *extra_args,
-    ]  # fmt: skip
-
-
-def server_env(api_key: str, base: Mapping[str, str] | None = None) -> dict[str, str]:
-    """Return the server's environment: the key, fast CPU settings, and no network lookups."""
-    env = dict(os.environ if base is None else base)
-    env.update(
-        {
-            # Without --api-key, vLLM guards /v1 with this variable
-            # (vllm/entrypoints/serve/middleware/register.py, vllm-cpu 0.32.0).
-            "VLLM_API_KEY": api_key,
-            # The API server still runs EngineCore in a child process, but on CPU this keeps the
-            # model worker inside it instead of a third process (vllm/platforms/cpu.py): start-up
-            # measured 15 s instead of 23 s.
-            "VLLM_ENABLE_V1_MULTIPROCESSING": "0",
-            # KV cache in GiB. Otherwise vLLM reserves 92% of the NUMA node's memory and refuses
-            # to start when other processes hold some of it.
-            "VLLM_CPU_KVCACHE_SPACE": "1",
-            # No hub and no usage reporting here: fail fast instead of waiting on timeouts.
-            "HF_HUB_OFFLINE": "1",
-            "TRANSFORMERS_OFFLINE": "1",
-            "VLLM_NO_USAGE_STATS": "1",
-            "DO_NOT_TRACK": "1",
-        }
-    )
-    return env
 
 
 class VllmServer:
@@ -179,25 +154,22 @@ class VllmServer:
         api_key: str,
         served_model_name: str,
         port: int | None = None,
-        extra_args: Sequence[str] = (),
         log_dir: Path | None = None,
         startup_timeout_s: float = 240.0,
     ) -> VllmServer:
         """Launch the server and return once /health answers; raise LaunchError with the log tail."""
-        python = _require_env()
-        port = port or free_port()
+        port = port or _free_port()
+        planned = plan_test_engine(model_dir, api_key=api_key, served_model_name=served_model_name, port=port)
+        (engine,) = planned.engines
         log_dir = log_dir or Path(tempfile.mkdtemp(prefix="ng-vllm-"))
         log_path = log_dir / f"vllm-{port}.log"
-        command = server_command(
-            python, model_dir, served_model_name=served_model_name, port=port, extra_args=extra_args
-        )
         with log_path.open("wb") as log:
             process = subprocess.Popen(
-                command,
+                engine.argv(),
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,
-                env=server_env(api_key),
+                env=planned.env_of(engine, os.environ),
                 start_new_session=True,
             )
         server = cls(process, port=port, api_key=api_key, model=served_model_name, log_path=log_path)
