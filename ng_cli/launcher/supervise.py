@@ -19,6 +19,7 @@ import yaml
 from rich.console import Console
 
 from ng_cli.config.compose import ComposedConfig
+from ng_cli.config.secrets import mask
 from ng_cli.errors import ConfigError, LaunchError
 from ng_cli.launcher.plan import StackPlan, plan_stack
 from ng_cli.launcher.process import LineSink
@@ -36,6 +37,11 @@ def launch(config: ComposedConfig, *, console: Console, sink: LineSink | None = 
         _print_engine_plan(plan, console)
         console.print(plan_table(plan))
         details = {
+            engine.name: {"command": " ".join(engine.argv()), "env": mask(dict(engine.env))}
+            for engines in plan.engines
+            for engine in engines.engines
+        }
+        details |= {
             row["name"]: {key: row[key] for key in ("app_path", "command", "config")}
             for row in plan.describe()
         }
