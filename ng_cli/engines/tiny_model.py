@@ -173,12 +173,23 @@ def _write_tokenizer_config(out: Path) -> None:
 
 
 def _build_model(
-    out: Path, *, vocab_size: int, eos_id: int, pad_id: int, seed: int, experts: int = 0, top_k: int = 4
+    out: Path,
+    *,
+    vocab_size: int,
+    eos_id: int,
+    pad_id: int,
+    seed: int,
+    experts: int = 0,
+    top_k: int = 4,
+    arch: str = "qwen2",
 ) -> None:
     """Write config.json, generation_config.json and seeded random safetensors weights.
 
     `experts` > 0 makes it a Qwen3-MoE (every layer sparse, `top_k` experts per token), for
-    data- and expert-parallel trials; the tokenizer and template are the same.
+    data- and expert-parallel trials; `arch="gemma3"` a Gemma-3 text model (`gemma3_text`), for
+    the Gemma quirk; `arch="llama3-8b"` only the config of a Llama-3-8B-shaped model (no weights:
+    8B random parameters would take minutes and 16 GB; vLLM serves it with `load_format: dummy`).
+    The tokenizer and template are the same.
     """
     import torch
     from transformers import (
@@ -208,7 +219,23 @@ def _build_model(
         "dtype": "float32",
     }
     torch.manual_seed(seed)
-    if experts:
+    if arch == "llama3-8b":  # the shape only: vLLM serves it with load_format dummy
+        from transformers import LlamaConfig
+
+        LlamaConfig(
+            **{**common, "hidden_size": 4096, "intermediate_size": 14336, "num_hidden_layers": 32,
+               "num_attention_heads": 32, "num_key_value_heads": 8, "head_dim": 128,
+               "max_position_embeddings": 8192, "tie_word_embeddings": False, "dtype": "bfloat16"},
+            rope_theta=500000.0,
+        ).save_pretrained(out)  # fmt: skip
+        GenerationConfig(eos_token_id=eos_id, pad_token_id=pad_id).save_pretrained(out)
+        return
+    if arch == "gemma3":
+        from transformers import Gemma3ForCausalLM, Gemma3TextConfig
+
+        gemma = {key: value for key, value in common.items() if key != "dtype"}
+        model = Gemma3ForCausalLM(Gemma3TextConfig(**gemma, sliding_window=512)).to(torch.float32)
+    elif experts:
         moe = Qwen3MoeConfig(
             **common,
             moe_intermediate_size=64,
@@ -228,10 +255,12 @@ def _build_model(
     GenerationConfig(eos_token_id=eos_id, pad_token_id=pad_id).save_pretrained(out)
 
 
-def build(out: Path, seed: int, *, experts: int = 0, top_k: int = 4) -> Path:
+def build(out: Path, seed: int, *, experts: int = 0, top_k: int = 4, arch: str = "qwen2") -> Path:
     """Build the model into ``out`` unless a complete one with the same settings is already there."""
     marker = out / MARKER
-    shape = {"experts": experts, "top_k": top_k} if experts else {}
+    shape: dict[str, object] = {"experts": experts, "top_k": top_k} if experts else {}
+    if arch != "qwen2":
+        shape["arch"] = arch
     stamp = json.dumps({"format": FORMAT_VERSION, "seed": seed, **shape})
     if marker.is_file() and marker.read_text() == stamp:
         return out
@@ -253,6 +282,7 @@ def build(out: Path, seed: int, *, experts: int = 0, top_k: int = 4) -> Path:
             seed=seed,
             experts=experts,
             top_k=top_k,
+            arch=arch,
         )
         for path in tmp.iterdir():
             os.replace(path, out / path.name)
@@ -269,9 +299,11 @@ def main(argv: list[str] | None = None) -> int:
         "--experts", type=int, default=0, help="a Qwen3-MoE with this many experts (0: dense)"
     )
     parser.add_argument("--top-k", type=int, default=4, help="experts per token of the MoE")
+    parser.add_argument("--arch", choices=["qwen2", "gemma3", "llama3-8b"], default="qwen2",
+                        help="gemma3: a Gemma-3 text model; llama3-8b: an 8B Llama shape, config only")  # fmt: skip
     args = parser.parse_args(argv)
     start = time.monotonic()
-    out = build(args.out.resolve(), args.seed, experts=args.experts, top_k=args.top_k)
+    out = build(args.out.resolve(), args.seed, experts=args.experts, top_k=args.top_k, arch=args.arch)
     print(f"tiny model ready in {time.monotonic() - start:.1f} s: {out}", file=sys.stderr)
     print(out)
     return 0
