@@ -150,6 +150,7 @@ def _build(python: str, venv: Path, wheelhouse: Path, manifest: Manifest, args: 
             "install",
             *offline,
             "--no-deps",
+            "--no-compile",
             str(pip_wheel),
         ],
         "pip",
@@ -163,7 +164,7 @@ def _build(python: str, venv: Path, wheelhouse: Path, manifest: Manifest, args: 
                     "the wheelhouse holds .whl.zst files but no zstandard wheel to open them"
                 )
             _run(
-                [*pip, "install", *offline, "--no-deps", str(wheelhouse / zstandard[0])],
+                [*pip, "install", *offline, "--no-deps", "--no-compile", str(wheelhouse / zstandard[0])],
                 "installing zstandard",
             )
             _decompress(venv_python, wheelhouse, manifest, unpacked)

@@ -30,6 +30,7 @@ def split_wheelhouse(wheelhouse: Path, out: Path, *, part_mib: int, stem: str) -
     """Tar ``wheelhouse`` and cut it into ``out/partNN/`` folders of at most ``part_mib`` MiB each."""
     if part_mib < 1:
         raise WheelhouseError(f"--split-mb must be at least 1, got {part_mib}")
+    out.mkdir(parents=True, exist_ok=True)
     archive = out / f"{stem}.tar"
     with tarfile.open(archive, "w", format=tarfile.PAX_FORMAT) as tar:
         for path in sorted(wheelhouse.iterdir()):
