@@ -19,7 +19,7 @@ from tests.fixtures.wheelhouse import REPO, make_wheel, write_wheelhouse
 
 pytestmark = pytest.mark.integration
 
-PY = "%d.%d" % sys.version_info[:2]
+PY = f"{sys.version_info.major}.{sys.version_info.minor}"
 SMOKE = "import ngdemo_app, ngdemo_lib; assert ngdemo_lib.VERSION == '1.0'"
 QUICK = "import importlib.util as u; assert u.find_spec('ngdemo_app')"
 

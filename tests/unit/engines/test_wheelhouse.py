@@ -15,7 +15,7 @@ from ng_cli.engines.wheelhouse.parts import PARTS_NAME, gather, split_wheelhouse
 from ng_cli.engines.wheelhouse.versions import choose_engine
 from tests.fixtures.wheelhouse import make_wheel, write_wheelhouse
 
-PY = "%d.%d" % sys.version_info[:2]
+PY = f"{sys.version_info.major}.{sys.version_info.minor}"
 
 
 def test_gpu_torch_picks_the_newest_vllm_that_pins_it_and_says_why() -> None:
