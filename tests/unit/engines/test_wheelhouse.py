@@ -141,3 +141,16 @@ def test_parts_of_two_wheelhouses_do_not_mix(tmp_path: Path) -> None:
     two = split_wheelhouse(_house(tmp_path / "b", "2.0"), tmp_path / "out-b", part_mib=1, stem="demo")
     with pytest.raises(WheelhouseError, match="two different wheelhouses"):
         gather([one[0], two[0]], tmp_path / "stage")
+
+
+def test_a_wheelhouse_spread_over_several_folders_is_gathered(tmp_path: Path) -> None:
+    house = _house(tmp_path)
+    other = tmp_path / "second-half"
+    other.mkdir()
+    lib = house / "ngdemo_lib-1.0-py3-none-any.whl"
+    lib.rename(other / lib.name)
+    with pytest.raises(WheelhouseError, match="missing: ngdemo_lib"):
+        verify_wheelhouse(gather([house], tmp_path / "stage-a").wheelhouse or house)
+    gathered = gather([house, other], tmp_path / "stage-b")
+    assert gathered.wheelhouse is not None
+    assert verify_wheelhouse(gathered.wheelhouse).engine == "ngdemo-app==1.0"
