@@ -231,7 +231,11 @@ def install(args: argparse.Namespace) -> int:
                 return 0
             raise WheelhouseError(f"incomplete wheelhouse: {note}; missing: {', '.join(gathered.missing)}")
         log(f"checking sha256 of every file in {gathered.wheelhouse}")
-        manifest = verify_wheelhouse(gathered.wheelhouse)
+        try:
+            manifest = verify_wheelhouse(gathered.wheelhouse)
+        except WheelhouseError as exc:
+            given = ", ".join(map(str, args.wheelhouse))
+            raise WheelhouseError(f"{exc}\n(gathered from --wheelhouse {given})") from None
         log(
             f"verified {len(manifest.files)} files: {manifest.engine} for python {manifest.python}, torch {manifest.torch}"
         )

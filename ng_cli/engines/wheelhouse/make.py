@@ -32,12 +32,13 @@ from ng_cli.engines.wheelhouse.manifest import (
     WheelFile,
     WheelhouseError,
     sha256_file,
+    verify_wheelhouse,
     write_manifest,
 )
-from ng_cli.engines.wheelhouse.parts import split_wheelhouse
+from ng_cli.engines.wheelhouse.parts import MIB, split_wheelhouse
 from ng_cli.engines.wheelhouse.versions import EngineChoice, choose_engine, torch_base
 
-__all__ = ["main", "platform_tags", "repack_wheel", "torch_pin"]
+__all__ = ["main", "platform_tags", "repack_wheel", "resplit", "torch_pin"]
 
 HERE = Path(__file__).parent
 FA2_KERNELS = "vllm/vllm_flash_attn/_vllm_fa2_C.abi3.so"
@@ -156,13 +157,11 @@ def _zstd(wheel: Path, level: int) -> Path:
 
 def _parse(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="make_vllm_wheelhouse.sh", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--python", required=True, help="target CPython, major.minor (e.g. 3.12)")
+    parser.add_argument("--python", help="target CPython, major.minor (e.g. 3.12)")
     parser.add_argument(
         "--platform", help="target platform tag, e.g. manylinux_2_35_x86_64 (default: this machine's)"
     )
-    parser.add_argument(
-        "--torch", required=True, help="the target's torch build, e.g. 2.11.0+cu130 or 2.13.0+cpu"
-    )
+    parser.add_argument("--torch", help="the target's torch build, e.g. 2.11.0+cu130 or 2.13.0+cpu")
     parser.add_argument(
         "--out", type=Path, required=True, help="folder to create: OUT/wheelhouse and OUT/partNN"
     )
@@ -178,7 +177,31 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--zstd-level", type=int, default=19)
     parser.add_argument("--split-mb", type=int, help="also cut it into parts of at most this many MiB")
-    return parser.parse_args(argv)
+    parser.add_argument(
+        "--resplit", action="store_true", help="only re-cut OUT/wheelhouse into --split-mb parts"
+    )
+    args = parser.parse_args(argv)
+    if args.resplit and not args.split_mb:
+        parser.error("--resplit needs --split-mb")
+    if not args.resplit and not (args.python and args.torch):
+        parser.error("--python and --torch are required (the target)")
+    return args
+
+
+def resplit(out: Path, part_mib: int) -> list[Path]:
+    """Check OUT/wheelhouse against its manifest and cut it anew (for a smaller transfer limit)."""
+    manifest = verify_wheelhouse(out / "wheelhouse")
+    for old in out.glob("part[0-9][0-9]"):
+        shutil.rmtree(old)
+    stem = f"{manifest.engine.replace('==', '-')}-py{manifest.python}"
+    return _split(out, part_mib, stem)
+
+
+def _split(out: Path, part_mib: int, stem: str) -> list[Path]:
+    folders = split_wheelhouse(out / "wheelhouse", out, part_mib=part_mib, stem=stem)
+    sizes = ", ".join(f"{f.name} {sum(p.stat().st_size for p in f.iterdir()) / MIB:.1f} MiB" for f in folders)
+    log(f"{len(folders)} parts of at most {part_mib} MiB: {sizes}")
+    return folders
 
 
 def _download(
@@ -254,12 +277,7 @@ def make(args: argparse.Namespace) -> Path:
     total = sum(f.size for f in manifest.files)
     log(f"wheelhouse: {final} ({len(manifest.files)} files, {total / 1e6:.1f} MB), mode {mode}")
     if args.split_mb:
-        stem = f"{choice.distribution}-{choice.version}-py{args.python}"
-        folders = split_wheelhouse(final, out, part_mib=args.split_mb, stem=stem)
-        sizes = ", ".join(
-            f"{f.name} {sum(p.stat().st_size for p in f.iterdir()) / 2**20:.1f} MiB" for f in folders
-        )
-        log(f"{len(folders)} parts of at most {args.split_mb} MiB: {sizes}")
+        _split(out, args.split_mb, f"{choice.distribution}-{choice.version}-py{args.python}")
     return final
 
 
@@ -291,7 +309,10 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point of scripts/make_vllm_wheelhouse.sh; exit 2 on a target or wheel that does not fit."""
     args = _parse(argv)
     try:
-        make(args)
+        if args.resplit:
+            resplit(args.out, args.split_mb)
+        else:
+            make(args)
     except WheelhouseError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return exc.exit_code
