@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from ng_cli.engines.wheelhouse.make import _check_pin, platform_tags, repack_wheel, torch_pin
+from ng_cli.engines.wheelhouse.make import main as make_main
 from ng_cli.engines.wheelhouse.manifest import MANIFEST_NAME, WheelhouseError, verify_wheelhouse
 from ng_cli.engines.wheelhouse.parts import PARTS_NAME, gather, split_wheelhouse
 from ng_cli.engines.wheelhouse.versions import choose_engine
@@ -154,3 +155,28 @@ def test_a_wheelhouse_spread_over_several_folders_is_gathered(tmp_path: Path) ->
     gathered = gather([house, other], tmp_path / "stage-b")
     assert gathered.wheelhouse is not None
     assert verify_wheelhouse(gathered.wheelhouse).engine == "ngdemo-app==1.0"
+
+
+def test_make_refuses_an_unknown_torch_before_downloading_anything(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "out"
+    assert make_main(["--python", "3.12", "--torch", "2.12.0+cu130", "--out", str(out)]) == 2
+    assert "no known vllm release pins torch 2.12.0" in capsys.readouterr().err
+    assert not out.exists()
+
+
+def test_resplit_checks_the_wheelhouse_and_cuts_it_anew(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    house = _house(tmp_path / "out")
+    assert house == tmp_path / "out" / "house"
+    house.rename(tmp_path / "out" / "wheelhouse")
+    assert make_main(["--resplit", "--split-mb", "1", "--out", str(tmp_path / "out")]) == 0
+    parts = sorted(p.name for p in (tmp_path / "out").glob("part*"))
+    assert len(parts) >= 2
+    assert make_main(["--resplit", "--split-mb", "64", "--out", str(tmp_path / "out")]) == 0
+    assert sorted(p.name for p in (tmp_path / "out").glob("part*")) == ["part01"]
+    (tmp_path / "out" / "wheelhouse" / "ngdemo_lib-1.0-py3-none-any.whl").unlink()
+    assert make_main(["--resplit", "--split-mb", "1", "--out", str(tmp_path / "out")]) == 2
+    assert "missing: ngdemo_lib-1.0-py3-none-any.whl" in capsys.readouterr().err
