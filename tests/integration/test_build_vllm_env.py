@@ -151,3 +151,14 @@ def test_a_wheelhouse_for_another_python_is_refused(tmp_path: Path) -> None:
     result = build("--wheelhouse", house, "--venv", tmp_path / "venv")
     assert result.returncode == 2
     assert f"is Python {PY}; this wheelhouse is for Python 3.99" in result.stderr
+
+
+def test_a_wheel_for_another_platform_is_named_and_exits_2(tmp_path: Path) -> None:
+    house = tmp_path / "house"
+    house.mkdir()
+    alien = make_wheel(house, "ngdemo-app", "1.0", tag="cp399-cp399-manylinux_2_99_s390x")
+    write_wheelhouse(house, [alien], python=PY, mode="exact")
+    result = build("--wheelhouse", house, "--venv", tmp_path / "venv")
+    assert result.returncode == 2
+    assert "ngdemo_app-1.0-cp399-cp399-manylinux_2_99_s390x.whl is not a supported wheel" in result.stderr
+    assert not (tmp_path / "venv").exists()
