@@ -185,6 +185,10 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
         parser.error("--resplit needs --split-mb")
     if not args.resplit and not (args.python and args.torch):
         parser.error("--python and --torch are required (the target)")
+    if args.python and not re.fullmatch(r"3\.\d+", args.python):
+        parser.error(f"--python: expected major.minor such as 3.12, got {args.python!r}")
+    if args.drop_fa2 and args.zstd is False:
+        parser.error("--drop-fa2 re-packs the vllm wheel, which --no-zstd turns off")
     return args
 
 

@@ -180,3 +180,22 @@ def test_resplit_checks_the_wheelhouse_and_cuts_it_anew(
     (tmp_path / "out" / "wheelhouse" / "ngdemo_lib-1.0-py3-none-any.whl").unlink()
     assert make_main(["--resplit", "--split-mb", "1", "--out", str(tmp_path / "out")]) == 2
     assert "missing: ngdemo_lib-1.0-py3-none-any.whl" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--python", "312", "--torch", "2.11.0"], "--python: expected major.minor such as 3.12, got '312'"),
+        (["--python", "3.12", "--torch", "2.11.0", "--drop-fa2", "--no-zstd"], "--drop-fa2 re-packs"),
+        (["--python", "3.12"], "--python and --torch are required"),
+        (["--resplit"], "--resplit needs --split-mb"),
+    ],
+)
+def test_make_arguments_that_cannot_work_exit_2(
+    argv: list[str], message: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as caught:
+        make_main([*argv, "--out", str(tmp_path / "out")])
+    assert caught.value.code == 2
+    assert message in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
