@@ -3,6 +3,9 @@
     direct   a raw aiohttp client -> the engine's /v1/chat/completions, with the exact chat body
              the model server would send (built by the same conversion code)
     model    the same client -> local_vllm_model's /v1/responses -> the same engine
+    stack    (--stack) ng_collect_rollouts -> simple_agent -> local_vllm_model -> the same engine,
+             the same prompts as rows of the example environment (tokens/s as the collector
+             measures it: its own output tokens over its elapsed time)
 
 ng_run starts the stack from config (the engine through local_vllm_model, the product's path):
 by default the CPU engine of models/tiny-weather (responses_api_models/local_vllm_model/configs/
@@ -45,7 +48,8 @@ DEFAULT_CONFIG = "responses_api_models/local_vllm_model/configs/tiny_weather_cpu
 RESULTS = ROOT / "bench" / "results" / "engine_efficiency.json"
 NG_RUN = Path(sys.executable).with_name("ng_run")
 INSTANCE = "policy_model"
-CITIES = ("Paris", "Tokyo", "Lima", "Oslo", "Cairo", "Quito", "Perth", "Dakar", "Hanoi", "Bogota")
+# The example environment's cities (its /verify refuses others).
+CITIES = ("Paris", "Tokyo", "Lima", "Oslo", "Cairo", "London", "Sydney", "New York")
 
 
 def _responses_body(index: int, max_tokens: int) -> dict[str, Any]:
@@ -57,11 +61,17 @@ def _responses_body(index: int, max_tokens: int) -> dict[str, Any]:
     }
 
 
-def _write_config(directory: Path, *, base_config: str, api_key: str, extra: dict[str, Any]) -> Path:
+ENV_CONFIG = "resources_servers/example_single_tool_call/configs/example_single_tool_call.yaml"
+AGENT = "example_single_tool_call_simple_agent"
+
+
+def _write_config(
+    directory: Path, *, base_config: str, api_key: str, extra: dict[str, Any], with_stack: bool
+) -> Path:
     """A private (0600) config over the chosen one: our key (never argv) and ignore_eos."""
     block = {"api_key": api_key, "extra_body": {"ignore_eos": True}, **extra}
     config = {
-        "config_paths": [base_config],
+        "config_paths": [ENV_CONFIG, base_config] if with_stack else [base_config],
         INSTANCE: {"responses_api_models": {"local_vllm_model": block}},
     }
     path = directory / "bench.yaml"
@@ -102,6 +112,28 @@ async def _drive(
     return {"tokens": tokens, "seconds": elapsed, "tokens_per_s": tokens / elapsed, "failures": failures}
 
 
+def _collect(
+    rows: Path, *, head_url: str, concurrency: int, work: Path, env: dict[str, str]
+) -> dict[str, float]:
+    """One ng_collect_rollouts run over `rows`; tokens/s as the collector measured it."""
+    output = work / f"stack-{concurrency}.jsonl"
+    command = [
+        str(NG_RUN.with_name("ng_collect_rollouts")), f"+agent_name={AGENT}", f"+input_jsonl_fpath={rows}",
+        f"+output_jsonl_fpath={output}", f"+num_samples_in_parallel={concurrency}",
+        f"+head_server_url={head_url}", "+overwrite=true",
+    ]  # fmt: skip
+    done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        sys.exit(
+            f"ng_collect_rollouts failed ({done.returncode}):\n{done.stdout[-2000:]}{done.stderr[-2000:]}"
+        )
+    metrics = json.loads(output.with_name(f"{output.stem}_metrics.json").read_text())
+    run = metrics["run"]
+    tokens = sum(int(agent["output_tokens"]) for agent in metrics["agents"].values())
+    return {"tokens": tokens, "seconds": run["elapsed_s"], "tokens_per_s": run["output_tokens_per_s"],
+            "failures": int(run["failed"])}  # fmt: skip
+
+
 def _start_stack(
     config: Path, work: Path, env: dict[str, str]
 ) -> tuple[subprocess.Popen[bytes], dict[str, Any]]:
@@ -131,6 +163,7 @@ def main() -> None:
     parser.add_argument("--max-tokens", type=int, default=64)
     parser.add_argument("--set", action="append", default=[], metavar="KEY=YAML",
                         help="extra keys for the instance block, e.g. --set engine_ready_timeout_s=1800")  # fmt: skip
+    parser.add_argument("--stack", action="store_true", help="also through the collector and agent")
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args()
     extra = {key: yaml.safe_load(value) for key, value in (item.split("=", 1) for item in args.set)}
@@ -138,7 +171,7 @@ def main() -> None:
     console = Console()
     key = secrets.token_urlsafe(24)
     work = Path(tempfile.mkdtemp(prefix="ng-bench-engine-"))
-    config = _write_config(work, base_config=args.config, api_key=key, extra=extra)
+    config = _write_config(work, base_config=args.config, api_key=key, extra=extra, with_stack=args.stack)
     env = {**os.environ, "NG_ENV_YAML": str(_empty_env(work))}
     process, ready = _start_stack(config, work, env)
     try:
@@ -155,14 +188,27 @@ def main() -> None:
             "direct": (f"{engine['url']}/chat/completions", chats, "completion_tokens"),
             "model": (f"{model_url}/v1/responses", responses, "output_tokens"),
         }
+        rows = work / "rows.jsonl"
+        rows.write_text("".join(
+            json.dumps({"responses_create_params": body, "expected_city": CITIES[i % len(CITIES)]}) + "\n"
+            for i, body in enumerate(responses)
+        ))  # fmt: skip
+        names = ["direct", "model", *(["stack"] if args.stack else [])]
         asyncio.run(_drive(paths["direct"][0], chats[:16], key=key, concurrency=8, usage="completion_tokens"))
         runs: list[dict[str, Any]] = []
         for round_index in range(args.rounds):
             for concurrency in args.concurrency:
-                order = ["direct", "model"] if round_index % 2 == 0 else ["model", "direct"]
+                order = names if round_index % 2 == 0 else names[::-1]
                 for path in order:
-                    url, bodies, usage = paths[path]
-                    result = asyncio.run(_drive(url, bodies, key=key, concurrency=concurrency, usage=usage))
+                    if path == "stack":
+                        result = _collect(
+                            rows, head_url=ready["head_url"], concurrency=concurrency, work=work, env=env
+                        )
+                    else:
+                        url, bodies, usage = paths[path]
+                        result = asyncio.run(
+                            _drive(url, bodies, key=key, concurrency=concurrency, usage=usage)
+                        )
                     runs.append({"round": round_index, "concurrency": concurrency, "path": path, **result})
                     console.print(
                         f"round {round_index} c={concurrency} {path}: {result['tokens_per_s']:.0f} tok/s"

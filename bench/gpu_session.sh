@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# The GPU runs of docs/engine.md ("On a GPU"), one step per device call, in the order given, on a
+# machine with no network: the engine venv is installed from the offline wheelhouse parts carried
+# as .wh01 .. .wh05 (docs/engine.md "Air-gapped install"), the project's few extra wheels as .whl.
+# Every step writes its figures and logs under $OUT (default bench/results/gpu).
+#
+#   bash bench/gpu_session.sh stage .wh01        (once per part but the last)
+#   bash bench/gpu_session.sh install .wh05      (the last part: join, verify, install; + the project)
+#   bash bench/gpu_session.sh quickstart         (the quick start's stack on the GPU; the Gemma refit check)
+#   bash bench/gpu_session.sh replicas           (two engines sharing the GPU, one killed; the Gemma quirk via ng_run)
+#   bash bench/gpu_session.sh dense8b            (an 8B-shaped dummy model: start-up and through-stack efficiency)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+OUT="${OUT:-bench/results/gpu}"
+mkdir -p "$OUT"
+VENV=/tmp/vllm-venv
+STAGE=/tmp/ng-wh
+PY="$VENV/bin/python"
+export NG_VLLM_VENV="$VENV" PYTHONUNBUFFERED=1 NG_GPU_RESULTS="$OUT"
+
+step="${1:?usage: gpu_session.sh stage|install|quickstart|replicas|dense8b [part]}"
+case "$step" in
+  stage)
+    bash scripts/build_vllm_env.sh --wheelhouse "${2:?part folder}" --stage "$STAGE" --stage-only
+    ;;
+  install)
+    started=$(date +%s)
+    bash scripts/build_vllm_env.sh --wheelhouse "${2:?last part folder}" --stage "$STAGE" --python python3 --venv "$VENV"
+    # The project's servers run in the same interpreter (vLLM brings fastapi, pydantic, uvicorn ...).
+    "$PY" -m pip install -q --no-index --no-deps --find-links .whl .whl/*.whl
+    "$PY" -m pip install -q --no-index --no-deps --no-build-isolation -e .
+    "$PY" -c "import vllm, torch, ng_cli; print('vllm', vllm.__version__, 'torch', torch.__version__, torch.cuda.get_device_name(0))" \
+      | tee "$OUT/install.txt"
+    echo "install took $(( $(date +%s) - started )) s" | tee -a "$OUT/install.txt"
+    nvidia-smi -L | tee -a "$OUT/install.txt"
+    ;;
+  quickstart)
+    mkdir -p /tmp/ng-models
+    "$PY" ng_cli/engines/tiny_model.py --arch gemma3 --out /tmp/ng-models/tiny-gemma3 > /dev/null
+    "$PY" bench/gemma_dummy_refit.py --model /tmp/ng-models/tiny-gemma3 --out "$OUT/gemma_dummy_refit.json" \
+      > "$OUT/gemma_dummy_refit.log" 2>&1 || echo "gemma_dummy_refit failed: see its log"
+    "$PY" -m pytest -p no:cacheprovider -x -q tests/gpu -k quickstart 2>&1 | tee "$OUT/pytest_quickstart.txt"
+    ;;
+  replicas)
+    "$PY" -m pytest -p no:cacheprovider -q tests/gpu -k "two_replicas or gemma3" 2>&1 | tee "$OUT/pytest_replicas.txt"
+    ;;
+  dense8b)
+    mkdir -p /tmp/ng-models
+    "$PY" ng_cli/engines/tiny_model.py --arch llama3-8b --out /tmp/ng-models/llama3-8b-shape > /dev/null
+    "$PY" bench/engine_efficiency.py --config responses_api_models/local_vllm_model/configs/gpu_dense_8b_dummy.yaml \
+      --stack --concurrency 64 256 1024 --requests 1024 --rounds 2 --max-tokens 128 \
+      --out "$OUT/engine_efficiency_8b.json" 2>&1 | tee "$OUT/engine_efficiency_8b.txt"
+    ;;
+  *)
+    echo "unknown step $step" >&2
+    exit 2
+    ;;
+esac
