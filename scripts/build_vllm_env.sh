@@ -11,7 +11,8 @@
 #
 # --venv defaults to $NG_VLLM_VENV, else ~/.cache/ng_cli/vllm-cpu-venv for a CPU wheelhouse and
 # ~/.cache/ng_cli/vllm-venv for a GPU one. --python defaults to pythonX.Y of the manifest; for a
-# GPU wheelhouse it must be the interpreter that holds the target's torch.
+# GPU wheelhouse it must be the interpreter that holds the target's torch. --smoke CODE and
+# --quick CODE replace the recipe's import checks (the tests install demo wheels that way).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 
