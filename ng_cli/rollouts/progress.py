@@ -34,7 +34,9 @@ class RunStats:
     failed: int = 0
     attempts: int = 0
     retried: int = 0
-    """Rollouts that succeeded only after a failed attempt."""
+    """Rollouts attempted more than once, whatever their end (a retry is a retry)."""
+    recovered: int = 0
+    """Of those, the ones that succeeded in the end."""
     output_tokens: int = 0
     in_flight: int = 0
     failures: Counter[str] = field(default_factory=Counter)
@@ -48,10 +50,12 @@ class RunStats:
     def rollout_failed(self, failure: Failure) -> None:
         self.failed += 1
         self.failures[failure.kind.value] += 1
+        self.retried += failure.attempt > 1
 
     def rollout_succeeded(self, *, attempts: int, output_tokens: int) -> None:
         self.succeeded += 1
         self.retried += attempts > 1
+        self.recovered += attempts > 1
         self.output_tokens += output_tokens
 
     @property

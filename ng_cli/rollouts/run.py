@@ -206,6 +206,7 @@ def build_metrics(config: CollectConfig, files: RunFiles, stats: RunStats) -> di
             "failed": stats.failed,
             "attempts": stats.attempts,
             "retried_rollouts": stats.retried,
+            "recovered_rollouts": stats.recovered,
             "failed_attempts": dict(stats.attempt_failures),
             "elapsed_s": round(elapsed_s, 3),
             "rollouts_per_s": stats.succeeded / elapsed_s,
