@@ -10,6 +10,7 @@
     │   └── ContextOverflowError     the prompt exceeded the model's context (vLLM's 400)
     ├── InvalidOutputError       a server answered 2xx with a body we cannot use
     ├── BadRequestError          a caller sent a request we cannot serve (HTTP 400)
+    │   └── RequestTooLargeError     the body is over the server's max_request_bytes (HTTP 413)
     └── DataError                an input file (JSONL) is malformed; names the line
 
 Bugs are not NgErrors: they keep their tracebacks.
@@ -25,6 +26,7 @@ __all__ = [
     "InvalidOutputError",
     "LaunchError",
     "NgError",
+    "RequestTooLargeError",
     "UpstreamError",
     "UpstreamHTTPError",
     "UpstreamTimeoutError",
@@ -112,3 +114,14 @@ class BadRequestError(NgError):
     """A caller sent a request a server cannot serve; servers answer it with HTTP 400."""
 
     http_status = 400
+
+    def __init__(self, message: str, *, param: str | None = None, hint: str | None = None) -> None:
+        super().__init__(message, hint=hint)
+        self.param = param
+        """The request field at fault, as OpenAI's error envelope names it."""
+
+
+class RequestTooLargeError(BadRequestError):
+    """A request body is over the server's `max_request_bytes`; servers answer it with HTTP 413."""
+
+    http_status = 413

@@ -21,6 +21,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from ng_cli.config.secrets import Redactor
 from ng_cli.errors import UpstreamTimeoutError
 from ng_cli.rollouts.config import CollectConfig
 from ng_cli.rollouts.discovery import find_agent_urls
@@ -39,13 +40,19 @@ _TICK_S = 0.5
 _Job = tuple[Task, int]
 
 
-def run_collection(config: CollectConfig, *, view: ProgressView | None = None) -> CollectResult:
+def run_collection(
+    config: CollectConfig, *, view: ProgressView | None = None, redactor: Redactor | None = None
+) -> CollectResult:
     """Collect every rollout the config asks for (synchronous entry point for the command)."""
-    return asyncio.run(collect_rollouts(config, view=view or NullView()))
+    return asyncio.run(collect_rollouts(config, view=view or NullView(), redactor=redactor))
 
 
-async def collect_rollouts(config: CollectConfig, *, view: ProgressView) -> CollectResult:
-    """Validate, discover, resume, then run every missing (task, rollout) pair."""
+async def collect_rollouts(
+    config: CollectConfig, *, view: ProgressView, redactor: Redactor | None = None
+) -> CollectResult:
+    """Validate, discover, resume, then run every missing (task, rollout) pair.
+
+    `redactor` holds the composed config's secrets; they never reach the failures file."""
     summary = scan_input(config.input_jsonl_fpath, limit=config.limit, agent_name=config.agent_name)
     http = HttpClient(
         timeouts=_http_timeouts(config.rollout_timeout_s),
@@ -53,7 +60,7 @@ async def collect_rollouts(config: CollectConfig, *, view: ProgressView) -> Coll
     )
     try:
         urls = await find_agent_urls(http, config, summary)
-        files = open_run(config, summary)
+        files = open_run(config, summary, redactor=redactor)
         collector = _Collector(config, files, http, urls)
         try:
             await collector.run(iter_tasks(summary, params_overrides=config.responses_create_params), view)

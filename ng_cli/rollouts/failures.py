@@ -26,6 +26,7 @@ from typing import Any
 
 import orjson
 
+from ng_cli.config.secrets import Redactor
 from ng_cli.errors import (
     ContextOverflowError,
     InvalidOutputError,
@@ -156,15 +157,19 @@ class FailureLog:
     this run's failures are exactly what still fails).
     """
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, *, redactor: Redactor | None = None) -> None:
         self.path = path
+        self.redactor = redactor or Redactor(())
+        """The config's secrets, cut out of every line (an agent may pass on an upstream's echo)."""
         self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         self.start_offset = os.fstat(self._fd).st_size
         self.count = 0
 
     def append(self, failure: Failure, *, agent: str, input_line: int) -> None:
-        line = orjson.dumps(
-            failure.to_record(agent=agent, input_line=input_line), option=orjson.OPT_APPEND_NEWLINE
+        line = self.redactor.bytes(
+            orjson.dumps(
+                failure.to_record(agent=agent, input_line=input_line), option=orjson.OPT_APPEND_NEWLINE
+            )
         )
         try:
             os.write(self._fd, line)

@@ -14,6 +14,7 @@ from typing import Any
 
 import orjson
 
+from ng_cli.config.secrets import Redactor
 from ng_cli.errors import ConfigError, DataError
 from ng_cli.rollouts.config import CollectConfig
 from ng_cli.rollouts.failures import FailureLog, read_failures
@@ -69,7 +70,7 @@ class CollectResult:
         return 0 if self.failed == 0 else 1
 
 
-def open_run(config: CollectConfig, summary: InputSummary) -> RunFiles:
+def open_run(config: CollectConfig, summary: InputSummary, *, redactor: Redactor | None = None) -> RunFiles:
     """Lock the output, then start fresh or resume; raises before any rollout is run.
 
     An output that is the input (or a run file beside it) is refused before anything is opened
@@ -84,7 +85,7 @@ def open_run(config: CollectConfig, summary: InputSummary) -> RunFiles:
     paths = OutputPaths.for_output(output)
     refuse_writing_input(paths, summary.path)
     try:
-        return _open_run(config, summary, paths)
+        return _open_run(config, summary, paths, redactor or Redactor(()))
     except OSError as exc:
         raise unwritable_output(paths, exc) from None
 
@@ -104,7 +105,9 @@ def unwritable_output(paths: OutputPaths, exc: OSError) -> ConfigError:
     )
 
 
-def _open_run(config: CollectConfig, summary: InputSummary, paths: OutputPaths) -> RunFiles:
+def _open_run(
+    config: CollectConfig, summary: InputSummary, paths: OutputPaths, redactor: Redactor
+) -> RunFiles:
     for path in paths.all:
         if path.is_dir():
             raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(path))
@@ -126,7 +129,10 @@ def _open_run(config: CollectConfig, summary: InputSummary, paths: OutputPaths) 
             task_agents=summary.task_agents,
         )
         files = RunFiles(
-            paths=paths, writer=writer, failures=FailureLog(paths.failures), scoreboard=scoreboard
+            paths=paths,
+            writer=writer,
+            failures=FailureLog(paths.failures, redactor=redactor),
+            scoreboard=scoreboard,
         )
     except BaseException:
         writer.close()
