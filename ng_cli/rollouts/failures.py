@@ -6,8 +6,9 @@ retryable kinds with bounded attempts, and writes the last `Failure` of a rollou
 fails to `<output stem>_failures.jsonl`. No reward is ever made up for it.
 
     kind                  retried   raised by
-    timeout               yes       the per-rollout deadline, or an HTTP read/connect timeout
-    upstream_unavailable  yes       connection refused/reset, the agent died mid-request
+    timeout               yes       the per-rollout deadline, an HTTP read/connect timeout, or a 504
+    upstream_unavailable  yes       connection refused/reset, the agent died mid-request, or a
+                                    model server's open circuit (its upstream is down)
     http_5xx              yes       the agent (or something behind it) answered 5xx
     http_4xx              408/429   the agent refused the row (4xx); other 4xx will not change
     context_overflow      no        the prompt exceeded the model's context (the agent's 400)
@@ -30,6 +31,7 @@ from ng_cli.config.secrets import Redactor
 from ng_cli.errors import (
     ContextOverflowError,
     InvalidOutputError,
+    UpstreamDownError,
     UpstreamHTTPError,
     UpstreamTimeoutError,
     UpstreamUnavailableError,
@@ -67,6 +69,8 @@ class Failure:
     status: int | None = None
     """The HTTP status, when the failure was an HTTP answer."""
     endpoint: str | None = None
+    upstream_down_s: float | None = None
+    """How long the model's upstream had been down, when a model server's circuit was open."""
 
     @property
     def is_retryable(self) -> bool:
@@ -98,6 +102,7 @@ def classify(error: BaseException, *, attempt: int, task_index: int, rollout_ind
         rollout_index=rollout_index,
         status=status,
         endpoint=endpoint,
+        upstream_down_s=error.down_for_s if isinstance(error, UpstreamDownError) else None,
     )
 
 
@@ -108,6 +113,8 @@ def _kind_of(error: BaseException) -> tuple[FailureKind, int | None, str | None]
     if isinstance(error, UpstreamHTTPError):
         if _envelope(error.body).get("type") == ContextOverflowError.__name__:
             return FailureKind.CONTEXT_OVERFLOW, error.status, endpoint
+        if error.status == 504:  # a hop below ran out of time (often the rollout's own deadline)
+            return FailureKind.TIMEOUT, error.status, endpoint
         kind = FailureKind.HTTP_5XX if error.status >= 500 else FailureKind.HTTP_4XX
         return kind, error.status, endpoint
     if isinstance(error, UpstreamTimeoutError | TimeoutError):

@@ -31,6 +31,7 @@ from ng_cli.errors import (
     UpstreamUnavailableError,
 )
 from ng_cli.servers.body_limit import DEFAULT_MAX_REQUEST_BYTES, BodyLimitMiddleware
+from ng_cli.servers.deadline import DeadlineMiddleware
 from ng_cli.servers.redaction import RedactingMiddleware
 
 __all__ = ["JSONResponse", "build_app", "error_response", "read_json_object", "status_for"]
@@ -72,6 +73,7 @@ def error_response(
     type_: str,
     hint: str | None = None,
     param: str | None = None,
+    extra: dict[str, Any] | None = None,
 ) -> JSONResponse:
     """The OpenAI-style error envelope, plus the name of the server that produced it."""
     error: dict[str, Any] = {
@@ -83,6 +85,7 @@ def error_response(
     }
     if hint:
         error["hint"] = hint
+    error.update(extra or {})
     return JSONResponse({"error": error}, status_code=status)
 
 
@@ -105,6 +108,7 @@ def build_app(
         return JSONResponse({"status": "ok", "server": name})
 
     install_error_handlers(app, name)
+    app.add_middleware(DeadlineMiddleware)
     app.add_middleware(BodyLimitMiddleware, max_bytes=max_request_bytes, server=name)
     if redactor:
         app.add_middleware(RedactingMiddleware, redactor=redactor)
@@ -125,9 +129,10 @@ def install_error_handlers(app: FastAPI, name: str) -> None:
             status,
             exc.message,
             server=name,
-            type_=type(exc).__name__,
+            type_=exc.error_type,
             hint=exc.hint,
             param=getattr(exc, "param", None),
+            extra=exc.envelope_fields(),
         )
 
     async def on_validation_error(request: Request, exc: Exception) -> JSONResponse:

@@ -162,7 +162,7 @@ async def test_a_waiting_call_resumes_when_an_endpoint_rejoins() -> None:
     http = ScriptedHttp()
     client = make_client(http, urls=(A,), deadline_s=5.0)
     (endpoint,) = client.pool.endpoints
-    client.pool.record_failure(endpoint, "refused", now=0.0)
+    client.pool.record_failure(endpoint, "refused", now=asyncio.get_running_loop().time())
 
     async def rejoin_soon() -> None:
         await asyncio.sleep(0.05)
