@@ -53,7 +53,7 @@ def test_a_dead_upstream_ends_the_run_fast_and_a_resume_completes_it(
     dead_s = time.monotonic() - started
 
     assert dead.returncode == 1, dead.stderr
-    assert dead_s < 45, f"{ROLLOUTS} rollouts against a dead upstream took {dead_s:.0f} s"
+    assert dead_s < 60, f"{ROLLOUTS} rollouts against a dead upstream took {dead_s:.0f} s"
     failures = [json.loads(line) for line in (tmp_path / "out_failures.jsonl").read_text().splitlines()]
     assert len(failures) == ROLLOUTS
     assert Counter(f["kind"] for f in failures) == {"upstream_unavailable": ROLLOUTS}
