@@ -15,7 +15,7 @@ from ng_cli.servers.http import HttpClient, RetryPolicy, Timeouts, is_retryable
 from ng_cli.servers.testing import serve_in_thread
 
 
-def deadline_echo_app() -> object:
+def deadline_echo_app(calls: list[str] | None = None) -> object:
     app = build_app("echo")
 
     @app.post("/echo")
@@ -29,6 +29,8 @@ def deadline_echo_app() -> object:
 
     @app.post("/down")
     async def down() -> JSONResponse:
+        if calls is not None:
+            calls.append("down")
         raise UpstreamDownError("every endpoint down", down_for_s=12.0)
 
     return app
@@ -64,13 +66,15 @@ async def test_a_call_is_cut_at_the_callers_deadline_and_none_is_sent_after_it()
 
 async def test_an_open_circuit_keeps_its_type_across_a_hop_and_is_not_retried() -> None:
     http = HttpClient()
-    with serve_in_thread(deadline_echo_app()) as url:  # type: ignore[arg-type]
+    calls: list[str] = []
+    with serve_in_thread(deadline_echo_app(calls)) as url:  # type: ignore[arg-type]
         try:
             with pytest.raises(UpstreamDownError) as raised:
                 await http.post_json_with_retry(f"{url}/down", {}, retry=RetryPolicy(max_attempts=3))
         finally:
             await http.close()
     assert raised.value.down_for_s == 12.0
+    assert calls == ["down"]  # one call: the open circuit is not retried
     assert not is_retryable(raised.value)
 
 
