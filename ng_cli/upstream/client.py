@@ -45,6 +45,8 @@ logger = logging.getLogger("ng_cli.upstream")
 
 _CLOCK_SLACK_S = 0.001
 """A wait timed to end when the circuit opens may wake a hair early; it counts as open."""
+_DEADLINE_SLACK_S = 0.05
+"""A timeout this close to the caller's deadline was the deadline's (the two timers race)."""
 
 
 class UpstreamClient:
@@ -89,6 +91,10 @@ class UpstreamClient:
             if endpoint is None:
                 budget_s = await self._wait_for_endpoint(budget_s)
                 continue
+            if attempt and _caller_gave_up():
+                raise UpstreamTimeoutError(
+                    f"{path}: the caller's deadline passed before attempt {attempt + 1}"
+                )
             attempt += 1
             url = (endpoint.root_url if at_root else endpoint.base_url) + path
             try:
@@ -119,10 +125,11 @@ class UpstreamClient:
             raise translated from None
         except UpstreamTimeoutError:
             outcome = "timeout"
-            self._endpoint_failed(
-                endpoint,
-                f"timed out (connect {self.timeouts.connect_s:g} s, read {self.timeouts.read_s:g} s)",
-            )
+            if not _caller_gave_up():  # cut by the caller's deadline, the endpoint is not to blame
+                self._endpoint_failed(
+                    endpoint,
+                    f"timed out (connect {self.timeouts.connect_s:g} s, read {self.timeouts.read_s:g} s)",
+                )
             raise
         except UpstreamUnavailableError as error:
             outcome = "unavailable"
@@ -187,6 +194,12 @@ class UpstreamClient:
             f"no healthy upstream endpoint within request_deadline_s={self.deadline_s:g}: {self.pool.describe_down()}",
             hint="check that the model server is running: curl <base_url>/models",
         )
+
+
+def _caller_gave_up() -> bool:
+    """Whether the caller's deadline (`X-NG-Deadline-S`) has (all but) passed."""
+    left = remaining_s()
+    return left is not None and left <= _DEADLINE_SLACK_S
 
 
 def _client_error(error: UpstreamHTTPError, endpoint: Endpoint) -> UpstreamHTTPError:

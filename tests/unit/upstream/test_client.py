@@ -255,3 +255,21 @@ async def test_a_caller_deadline_bounds_the_wait_for_an_endpoint() -> None:
         await client.post("/chat/completions", {}, session_id="s")
     assert time.monotonic() - started < 5.0  # the caller's 0.2 s, not request_deadline_s=30
     assert not isinstance(raised.value, UpstreamDownError)  # inside the grace: plain unavailable
+
+
+async def test_a_call_cut_by_the_callers_deadline_does_not_take_the_endpoint_down() -> None:
+    from ng_cli.errors import UpstreamTimeoutError
+    from ng_cli.servers.deadline import deadline_scope
+
+    class SlowHttp(ScriptedHttp):
+        async def post_json(self, url: str, payload: Any, **kwargs: Any) -> Any:
+            self.calls.append(url)
+            await asyncio.sleep(0.3)  # the real client's timeout, capped at the caller's deadline
+            raise UpstreamTimeoutError(f"{url} did not answer in time", endpoint=url)
+
+    http = SlowHttp()
+    client = make_client(http, urls=(A, B), deadline_s=30.0)
+    with deadline_scope(0.3), pytest.raises(UpstreamTimeoutError):
+        await client.post("/chat/completions", {}, session_id="s")
+    assert len(http.calls) == 1  # no second attempt after the caller gave up
+    assert all(endpoint.is_healthy for endpoint in client.pool.endpoints)
