@@ -7,8 +7,9 @@ fails to `<output stem>_failures.jsonl`. No reward is ever made up for it.
 
     kind                  retried   raised by
     timeout               yes       the per-rollout deadline, an HTTP read/connect timeout, or a 504
-    upstream_unavailable  yes       connection refused/reset, the agent died mid-request, or a
-                                    model server's open circuit (its upstream is down)
+    upstream_unavailable  yes       connection refused/reset, the agent died mid-request
+                          no        a model server's open circuit (its upstream is down): a
+                                    resume, once it is back, retries the rollout
     http_5xx              yes       the agent (or something behind it) answered 5xx
     http_4xx              408/429   the agent refused the row (4xx); other 4xx will not change
     context_overflow      no        the prompt exceeded the model's context (the agent's 400)
@@ -77,6 +78,8 @@ class Failure:
         """Whether another attempt may succeed (see the table in the module docstring)."""
         if self.kind is FailureKind.HTTP_4XX:
             return self.status in _RETRYABLE_4XX
+        if self.upstream_down_s is not None:  # an open circuit: only the upstream's return fixes it
+            return False
         return self.kind not in (FailureKind.CONTEXT_OVERFLOW, FailureKind.INTERNAL)
 
     def to_record(self, *, agent: str, input_line: int) -> dict[str, Any]:
