@@ -6,10 +6,12 @@
     ├── UpstreamError            a model/resources server answered with an error, or not in time
     │   ├── UpstreamTimeoutError     no answer within the deadline
     │   ├── UpstreamUnavailableError connection refused/reset, or no healthy endpoint left (503)
+    │   │   └── UpstreamDownError        every endpoint down past the grace: open circuit (503 at once)
     │   ├── UpstreamHTTPError        an HTTP error status (carries .status and .body)
     │   └── ContextOverflowError     the prompt exceeded the model's context (vLLM's 400)
     ├── InvalidOutputError       a server answered 2xx with a body we cannot use
     ├── BadRequestError          a caller sent a request we cannot serve (HTTP 400)
+    │   └── RequestTooLargeError     the body is over the server's max_request_bytes (HTTP 413)
     └── DataError                an input file (JSONL) is malformed; names the line
 
 Bugs are not NgErrors: they keep their tracebacks.
@@ -18,6 +20,7 @@ Bugs are not NgErrors: they keep their tracebacks.
 from __future__ import annotations
 
 __all__ = [
+    "UPSTREAM_DOWN_TYPE",
     "BadRequestError",
     "ConfigError",
     "ContextOverflowError",
@@ -25,11 +28,16 @@ __all__ = [
     "InvalidOutputError",
     "LaunchError",
     "NgError",
+    "RequestTooLargeError",
+    "UpstreamDownError",
     "UpstreamError",
     "UpstreamHTTPError",
     "UpstreamTimeoutError",
     "UpstreamUnavailableError",
 ]
+
+UPSTREAM_DOWN_TYPE = "upstream_unavailable"
+"""The envelope `type` of an open circuit's 503, which every hop passes on as it is."""
 
 
 class NgError(Exception):
@@ -46,6 +54,15 @@ class NgError(Exception):
 
     def __str__(self) -> str:
         return self.message
+
+    @property
+    def error_type(self) -> str:
+        """The `type` of the error envelope a server answers with."""
+        return type(self).__name__
+
+    def envelope_fields(self) -> dict[str, object]:
+        """Extra fields of the error envelope (machine-readable details)."""
+        return {}
 
 
 class ConfigError(NgError):
@@ -82,6 +99,35 @@ class UpstreamUnavailableError(UpstreamError):
     """Could not connect, the connection broke, or no healthy endpoint is left."""
 
 
+class UpstreamDownError(UpstreamUnavailableError):
+    """Every upstream endpoint has been unreachable for longer than `upstream_down_grace_s`.
+
+    The model server answers it at once (503, type `upstream_unavailable`, `upstream_down_s`)
+    instead of making each request wait; agents pass it on unretried, and the collector shows
+    how long the upstream has been down and records the rollout for a resume.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        down_for_s: float,
+        body: str = "",
+        endpoint: str | None = None,
+        hint: str | None = None,
+    ) -> None:
+        super().__init__(message, endpoint=endpoint, hint=hint)
+        self.down_for_s = down_for_s
+        self.body = body
+
+    @property
+    def error_type(self) -> str:
+        return UPSTREAM_DOWN_TYPE
+
+    def envelope_fields(self) -> dict[str, object]:
+        return {"upstream_down_s": round(self.down_for_s, 1)}
+
+
 class UpstreamHTTPError(UpstreamError):
     """The upstream answered with an HTTP error status."""
 
@@ -112,3 +158,14 @@ class BadRequestError(NgError):
     """A caller sent a request a server cannot serve; servers answer it with HTTP 400."""
 
     http_status = 400
+
+    def __init__(self, message: str, *, param: str | None = None, hint: str | None = None) -> None:
+        super().__init__(message, hint=hint)
+        self.param = param
+        """The request field at fault, as OpenAI's error envelope names it."""
+
+
+class RequestTooLargeError(BadRequestError):
+    """A request body is over the server's `max_request_bytes`; servers answer it with HTTP 413."""
+
+    http_status = 413

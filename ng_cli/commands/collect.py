@@ -14,6 +14,7 @@ from ng_cli.commands._app import (
     make_console,
     overrides_argument,
 )
+from ng_cli.config.secrets import Redactor
 from ng_cli.rollouts import collect_config_from, make_view, render_summary, run_collection
 
 __all__ = ["app", "collect", "main"]
@@ -53,7 +54,8 @@ def collect(
     console = make_console(stderr=True)
     with composed_config(overrides, config, verbose=verbose) as composed:
         settings = collect_config_from(composed)
-        result = run_collection(settings, view=make_view(console, interval_s=settings.progress_interval_s))
+        view = make_view(console, interval_s=settings.progress_interval_s)
+        result = run_collection(settings, view=view, redactor=Redactor.of(composed.tree))
         console.print(render_summary(result))
     raise typer.Exit(result.exit_code)
 

@@ -14,7 +14,9 @@ from ng_cli.commands._app import (
     make_console,
     overrides_argument,
 )
-from ng_cli.launcher.supervise import launch
+from ng_cli.config.toplevel import check_top_level_keys
+from ng_cli.launcher.supervise import RUN_OPTIONS, launch
+from ng_cli.rollouts.config import COLLECT_OPTIONS
 
 __all__ = ["app", "main", "run"]
 
@@ -44,6 +46,7 @@ def run(
 ) -> None:
     """Start the stack, print where each server listens, and supervise it until a signal."""
     with composed_config(overrides, config, verbose=verbose) as composed:
+        check_top_level_keys(composed, RUN_OPTIONS, command="ng_run", shared=COLLECT_OPTIONS)
         code = launch(composed, console=make_console())
     raise typer.Exit(code)
 

@@ -12,6 +12,7 @@ keeps the "file:line" it came from (`ComposedConfig.sources`), so every error ca
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,6 +42,9 @@ class ComposedConfig:
     """Server instances by name, in tree order."""
     sources: Sources
     """Dotted key -> "file:line" (or "<command line>")."""
+    free_keys: frozenset[str] = frozenset()
+    """Top-level keys that are values for others, not options: set in env.yaml, or read by a
+    `${...}` interpolation. A command never calls them unknown (see `toplevel`)."""
 
     def get(self, dotted: str, default: Any = None) -> Any:
         """The value at a dotted key (`a.b.0.c`), or `default` when any part is absent."""
@@ -73,11 +77,14 @@ def compose_config(overrides: Sequence[str], *, cwd: Path | None = None) -> Comp
         cli_origins.update({join_key(CONFIG_PATHS_KEY, i): origin for i in range(len(fragments))})
         cli_origins[CONFIG_PATHS_KEY] = origin
     sources = Sources.from_layers([*(layer.sources for layer in layers), cli_origins])
+    free_keys = frozenset(env.data if env else ()) | _interpolated_roots(
+        OmegaConf.to_container(cfg, resolve=False)
+    )
     tree = resolve_tree(cfg, sources, env_yaml=env_path)
     sources = sources.restricted_to(_dotted_keys(tree, ""))
     instances = find_instances(tree, sources)
     check_references(instances, sources)
-    return ComposedConfig(tree=tree, instances=instances, sources=sources)
+    return ComposedConfig(tree=tree, instances=instances, sources=sources, free_keys=free_keys)
 
 
 def _env_yaml(dotenv_path: str | None, cwd: Path) -> Path:
@@ -107,6 +114,25 @@ def _merge(layers: Sequence[Fragment]) -> DictConfig:
             ) from exc
     assert isinstance(merged, DictConfig)
     return merged
+
+
+_INTERPOLATION_ROOT = re.compile(r"\$\{\s*([A-Za-z_][\w-]*)\s*(?=[.}\[])")
+"""`${policy_api_key}`, `${a.b}` -> the top-level key read; resolvers (`${oc.env:X}`) do not match."""
+
+
+def _interpolated_roots(node: Any) -> frozenset[str]:
+    """Top-level keys that some `${...}` in the (unresolved) tree reads."""
+    found: set[str] = set()
+    stack = [node]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+        elif isinstance(item, str) and "${" in item:
+            found.update(_INTERPOLATION_ROOT.findall(item))
+    return frozenset(found)
 
 
 def _dotted_keys(node: Any, prefix: str) -> Iterator[str]:

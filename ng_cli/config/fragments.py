@@ -5,6 +5,11 @@ YAML is parsed with PyYAML's composer so every key keeps its line (for error mes
 uses (`1e-6` is a float, dates stay strings, duplicate keys are an error), so files behave as
 they do in NeMo Gym. A fragment may list further fragments in `config_paths`; they are read
 depth-first, an included file before the file that includes it, each file once.
+
+Before anything is built, one pass over the parser's events (a state machine, not recursion)
+refuses hostile shapes with file:line: nesting deeper than `MAX_DEPTH` (PyYAML's composer and
+every later walk are recursive) and aliases that expand past `MAX_EXPANDED_NODES` (a "billion
+laughs" bomb is a few lines that expand to 10^9 nodes).
 """
 
 from __future__ import annotations
@@ -34,6 +39,11 @@ CONFIG_PATHS_KEY = "config_paths"
 """The reserved top-level key listing further YAML files to merge."""
 
 _MERGE_KEY = "<<"
+
+MAX_DEPTH = 100
+"""Deepest nesting of mappings and lists a config file may have; real configs stay under 15."""
+MAX_EXPANDED_NODES = 200_000
+"""Most values a file may expand to with its aliases resolved; real configs have a few thousand."""
 
 
 class Include(NamedTuple):
@@ -146,6 +156,7 @@ def parse_config_paths(value: object, *, origin: str | None) -> list[str]:
 
 
 def _parse(text: str, name: str) -> tuple[yaml.Node | None, Any]:
+    _check_shape(text, name)
     loader = _Loader(text)
     try:
         node = loader.get_single_node()
@@ -160,6 +171,45 @@ def _parse(text: str, name: str) -> tuple[yaml.Node | None, Any]:
         raise ConfigError(f"{name}: invalid YAML: {exc}") from exc
     finally:
         loader.dispose()
+
+
+def _check_shape(text: str, name: str) -> None:
+    """ConfigError (file:line) for nesting deeper than MAX_DEPTH or aliases expanding too far.
+
+    Sizes are summed as the events stream by: a closed anchored node's expanded size is kept,
+    and each alias adds it, so the check is linear in the text even for an alias bomb.
+    """
+    open_nodes: list[list[Any]] = [[0, None]]  # [expanded size so far, anchor]
+    anchored: dict[str, int] = {}
+    try:
+        for event in yaml.parse(text, Loader=_Loader):
+            line = event.start_mark.line + 1 if event.start_mark else 1
+            if isinstance(event, yaml.CollectionStartEvent):
+                if len(open_nodes) > MAX_DEPTH:
+                    raise ConfigError(
+                        f"{name}:{line}  nesting deeper than {MAX_DEPTH} levels",
+                        hint="a config this deep is not hand-written; check how the file was generated",
+                    )
+                open_nodes.append([1, event.anchor])
+                continue
+            if isinstance(event, yaml.CollectionEndEvent):
+                size, anchor = open_nodes.pop()
+            elif isinstance(event, yaml.AliasEvent):
+                size, anchor = anchored.get(event.anchor or "", 1), None
+            elif isinstance(event, yaml.ScalarEvent):
+                size, anchor = 1, event.anchor
+            else:
+                continue
+            if anchor:
+                anchored[anchor] = size
+            open_nodes[-1][0] += size
+            if open_nodes[-1][0] > MAX_EXPANDED_NODES:
+                raise ConfigError(
+                    f"{name}:{line}  YAML aliases expand to more than {MAX_EXPANDED_NODES} values",
+                    hint="an alias of an alias of ... (a YAML bomb) is refused; write the values out",
+                )
+    except yaml.YAMLError:
+        return  # the composer reports syntax errors with their position
 
 
 def _describe_yaml_error(exc: yaml.MarkedYAMLError, name: str) -> str:

@@ -103,6 +103,11 @@ def _parse_one(parser: OverridesParser, line: str) -> Override:
             hint=f"overrides use Hydra's grammar ({_GRAMMAR_URL}); quote values with "
             "special characters, e.g. 'key=\"a b,c\"'",
         ) from exc
+    except RecursionError:  # Hydra's parser recurses once per bracket level
+        raise ConfigError(
+            f"{COMMAND_LINE}  override '{_shown(line)[:80]}...': nested too deeply to parse",
+            hint="put deeply nested values in a YAML file and pass it with -c",
+        ) from None
     if override.package is not None:
         raise ConfigError(
             f"{COMMAND_LINE}  override '{_shown(line)}': package overrides (@) are not supported"

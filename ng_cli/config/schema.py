@@ -71,6 +71,9 @@ class ServerConfig(_ConfigModel):
     """Interface to listen on; loopback unless the stack spans machines."""
     port: int | None = Field(default=None, ge=1, le=65535)
     """Port to listen on; unset means the launcher picks a free one (bound before the child starts)."""
+    max_request_bytes: int = Field(default=32 * 1024 * 1024, ge=1024)
+    """Largest request body accepted (413 above it), counted as it streams in: 32 MiB leaves room
+    for the base64 images of a long multimodal conversation."""
 
 
 class ModelServerConfig(ServerConfig):

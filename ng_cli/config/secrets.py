@@ -1,19 +1,27 @@
-"""Keeping secrets out of dumps, logs and reprs: which keys are secret, masking, `Secret`.
+"""Keeping secrets out of dumps, logs and reprs: which keys are secret, masking, `Secret`, `Redactor`.
 
 The rule is about the key's last word, not a substring: `hf_token`, `policy_api_key`,
 `db_password`, `apiKey` are secret; `max_tokens`, `return_token_id_information`, `tokenizer`,
 `keyword` are not. Words are split on `_`, `-`, `.`, spaces and camelCase. Masking errs on the
 side of hiding (`sort_key` is masked too): a hidden value costs a look at the file, a leaked one
 costs a rotated key.
+
+Masking hides values by their key; `Redactor` hides them by their value, in text of any origin
+(an upstream that echoes our Authorization header in its error message, a log line, a failure
+row). Servers, ng_run and the collector each build one from the config they hold.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Iterator
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-__all__ = ["MASK", "Secret", "is_secret_key", "mask", "mask_url"]
+import orjson
+from pydantic import BaseModel, SecretStr
+
+__all__ = ["MASK", "Redactor", "Secret", "is_secret_key", "mask", "mask_url", "secret_values"]
 
 MASK = "***"
 """What a secret value is replaced with."""
@@ -106,3 +114,75 @@ class Secret:
 
     def __bool__(self) -> bool:
         return bool(self._value)
+
+
+_MIN_REDACTED_CHARS = 8
+"""Shorter values are not redacted: placeholders such as `EMPTY` or `dummy` (a local vLLM's key)
+would be cut out of every answer that uses the word, and no real key is that short."""
+
+
+def secret_values(tree: Any) -> set[str]:
+    """Every value of a config tree that `mask` would hide: leaves under secret keys, URL passwords."""
+    return set(_secret_leaves(tree, secret=False))
+
+
+def _secret_leaves(node: Any, *, secret: bool) -> Iterator[str]:
+    if isinstance(node, BaseModel):
+        node = dict(node)
+    if isinstance(node, dict):
+        for key, value in node.items():
+            yield from _secret_leaves(value, secret=secret or is_secret_key(str(key)))
+    elif isinstance(node, list | tuple):
+        for item in node:
+            yield from _secret_leaves(item, secret=secret)
+    elif isinstance(node, Secret | SecretStr):
+        yield node.reveal() if isinstance(node, Secret) else node.get_secret_value()
+    elif node is not None and not isinstance(node, bool):
+        text = str(node)
+        if secret:
+            yield text
+        elif isinstance(node, str) and "://" in text and "@" in text:
+            try:
+                password = urlsplit(text).password
+            except ValueError:
+                password = None
+            if password:
+                yield password
+
+
+class Redactor:
+    """Replaces every occurrence of known secret values with `***`, in str or bytes.
+
+    A value is also looked for as it appears inside a JSON string (escaped), since most text
+    we pass on is JSON. An empty redactor (no secrets) returns its input unchanged.
+    """
+
+    def __init__(self, values: Iterable[str]) -> None:
+        forms: set[str] = set()
+        for value in values:
+            if len(value) < _MIN_REDACTED_CHARS:
+                continue
+            forms.add(value)
+            forms.add(orjson.dumps(value).decode()[1:-1])
+        self._values = sorted(forms, key=len, reverse=True)  # longest first: no partial leftovers
+        self._encoded = [value.encode() for value in self._values]
+
+    @classmethod
+    def of(cls, tree: Any) -> Redactor:
+        """A redactor for every secret of a config tree."""
+        return cls(secret_values(tree))
+
+    def __bool__(self) -> bool:
+        return bool(self._values)
+
+    def text(self, text: str) -> str:
+        for value in self._values:
+            if value in text:
+                text = text.replace(value, MASK)
+        return text
+
+    def bytes(self, data: bytes) -> bytes:
+        for value in self._encoded:
+            if value in data:
+                data = data.replace(value, MASK.encode())
+        return data

@@ -286,7 +286,7 @@ def _server_plan(
 ) -> ServerPlan:
     block = instance.block
     label = f"instance '{instance.name}' ({instance.kind})"
-    where = _at(instance.source)
+    where = _at(config.sources.lookup(f"{instance.key}.entrypoint") or instance.source)
     entrypoint = block.get("entrypoint")
     if not isinstance(entrypoint, str) or not entrypoint:
         raise ConfigError(
@@ -294,6 +294,11 @@ def _server_plan(
         )
     folder = implementation_dir(instance.server_type, instance.implementation)
     app_path = folder / entrypoint
+    if not app_path.resolve().is_relative_to(folder.resolve()):
+        raise ConfigError(
+            f"{where}{label}: entrypoint {entrypoint!r} resolves outside {display_path(folder)}/",
+            hint="an entrypoint is a file inside its implementation's folder, such as app.py",
+        )
     if not app_path.is_file():
         present = ", ".join(sorted(p.name for p in folder.glob("*.py"))) if folder.is_dir() else "(no folder)"
         raise ConfigError(

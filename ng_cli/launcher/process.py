@@ -85,6 +85,7 @@ def spawn_child(
     pgid: int | None,
     sink: LineSink,
     env: dict[str, str] | None = None,
+    redact: Callable[[str], str] | None = None,
 ) -> Child:
     """Start `command`; with `pgid=None` it leads a new process group, else it joins `pgid`.
 
@@ -107,7 +108,7 @@ def spawn_child(
     child = Child(name=name, process=process, pgid=process.pid if pgid is None else pgid)
     assert process.stdout is not None
     child.relay = threading.Thread(
-        target=_relay_lines, args=(process.stdout, child, sink), name=f"relay-{name}", daemon=True
+        target=_relay_lines, args=(process.stdout, child, sink, redact), name=f"relay-{name}", daemon=True
     )
     child.relay.start()
     return child
@@ -156,12 +157,18 @@ def tail_text(name: str, child: Child | None) -> str:
     return f"\nlast {len(lines)} lines of '{name}':\n{listing}"
 
 
-def _relay_lines(stream: IO[bytes], child: Child, sink: LineSink) -> None:
-    """Drain the child's pipe to the end, whatever the sink does: a full pipe would block the child."""
+def _relay_lines(
+    stream: IO[bytes], child: Child, sink: LineSink, redact: Callable[[str], str] | None = None
+) -> None:
+    """Drain the child's pipe to the end, whatever the sink does: a full pipe would block the child.
+
+    `redact` (the stack's secrets) runs before a line is kept or shown."""
     sink_works = True
     with stream:
         for raw in iter(stream.readline, b""):
             line = raw.decode("utf-8", errors="replace").rstrip("\r\n")
+            if redact is not None:
+                line = redact(line)
             child.tail.append(line)
             if sink_works:
                 try:

@@ -69,10 +69,18 @@ def resolve_server_folder(entrypoint: object, *, cwd: Path) -> Path:
         )
     raw = Path(entrypoint.strip().rstrip("/"))
     candidates = [raw] if raw.is_absolute() else [cwd / raw, repo_root() / raw]
+    servers = find_server_folders(repo_root(), with_tests_only=False)
+    known = [display_path(folder) for folder in servers]
     for candidate in candidates:
         if candidate.is_dir():
-            return candidate.resolve()
-    known = [display_path(folder) for folder in find_server_folders(repo_root(), with_tests_only=False)]
+            folder = candidate.resolve()
+            if folder not in {server.resolve() for server in servers}:
+                raise ConfigError(
+                    f"entrypoint: {entrypoint!r} ({folder}) is not a server folder of this project; "
+                    "ng_test runs only <server_type>/<name> folders under the repo root",
+                    hint=f"server folders: {', '.join(known) or 'none'}",
+                )
+            return folder
     close = difflib.get_close_matches(raw.as_posix(), known, n=1)
     raise ConfigError(
         f"entrypoint: no folder {entrypoint!r} (tried {', '.join(str(c) for c in dict.fromkeys(candidates))})",

@@ -26,6 +26,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ng_cli.config.secrets import Redactor, secret_values
 from ng_cli.engines.plan import InstanceEngines
 from ng_cli.errors import LaunchError
 from ng_cli.launcher.engines import EngineFleet
@@ -66,6 +67,8 @@ class Stack:
     def __init__(self, plan: StackPlan, *, sink: LineSink | None = None) -> None:
         self.plan = plan
         self.sink = sink or ConsoleSink()
+        self.redactor = Redactor([value for server in plan.servers for value in secret_values(server.config)])
+        """Hides every secret of the stack in the children's relayed output and death reports."""
         self.children: dict[str, Child] = {}
         self.ready_s: dict[str, float] = {}
         self.head: HeadServer | None = None
@@ -221,13 +224,17 @@ class Stack:
 
     def _spawn(self, name: str, command: tuple[str, ...], sock: socket.socket, pgid: int | None) -> Child:
         try:
-            return spawn_child(name, command, pass_fds=[sock.fileno()], pgid=pgid, sink=self.sink)
+            return spawn_child(
+                name, command, pass_fds=[sock.fileno()], pgid=pgid, sink=self.sink, redact=self.redactor.text
+            )
         except PermissionError:
             if pgid is None:
                 raise
             # setpgid refused: every member of the group has exited already. Lead a new group;
             # stop() signals every group the stack has.
-            return spawn_child(name, command, pass_fds=[sock.fileno()], pgid=None, sink=self.sink)
+            return spawn_child(
+                name, command, pass_fds=[sock.fileno()], pgid=None, sink=self.sink, redact=self.redactor.text
+            )
 
     def _serve_head(self) -> None:
         from ng_cli.head import HeadServer, build_head_app  # fastapi loads while the children start

@@ -27,7 +27,12 @@ from ng_cli.launcher.render import engine_notes, engines_table, plan_table, read
 from ng_cli.launcher.signals import StopSignals, exit_code_for
 from ng_cli.launcher.stack import Stack, make_run_dir
 
-__all__ = ["launch", "run_stack"]
+__all__ = ["RUN_OPTIONS", "launch", "run_stack"]
+
+RUN_OPTIONS = frozenset(
+    {"config_paths", "head_server", "head_server_url", "dry_run", "ready_file", "ready_timeout_s", "verbose"}
+)
+"""The top-level keys ng_run reads besides the server instances (a typo of one is refused)."""
 
 
 def launch(config: ComposedConfig, *, console: Console, sink: LineSink | None = None) -> int:

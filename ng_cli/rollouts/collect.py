@@ -21,6 +21,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from ng_cli.config.secrets import Redactor
 from ng_cli.errors import UpstreamTimeoutError
 from ng_cli.rollouts.config import CollectConfig
 from ng_cli.rollouts.discovery import find_agent_urls
@@ -29,6 +30,7 @@ from ng_cli.rollouts.inputs import Task, iter_tasks, scan_input
 from ng_cli.rollouts.progress import NullView, ProgressView, RunStats
 from ng_cli.rollouts.results import to_output_line
 from ng_cli.rollouts.run import CollectResult, RunFiles, close_run, open_run
+from ng_cli.servers.deadline import deadline_scope, remaining_s
 from ng_cli.servers.http import HttpClient, RetryPolicy, Timeouts
 
 __all__ = ["CollectResult", "collect_rollouts", "run_collection"]
@@ -36,16 +38,24 @@ __all__ = ["CollectResult", "collect_rollouts", "run_collection"]
 logger = logging.getLogger("ng_cli.rollouts")
 
 _TICK_S = 0.5
+_DEADLINE_SLACK_S = 0.05
+"""An HTTP timeout this close to the rollout deadline is the deadline (the two race)."""
 _Job = tuple[Task, int]
 
 
-def run_collection(config: CollectConfig, *, view: ProgressView | None = None) -> CollectResult:
+def run_collection(
+    config: CollectConfig, *, view: ProgressView | None = None, redactor: Redactor | None = None
+) -> CollectResult:
     """Collect every rollout the config asks for (synchronous entry point for the command)."""
-    return asyncio.run(collect_rollouts(config, view=view or NullView()))
+    return asyncio.run(collect_rollouts(config, view=view or NullView(), redactor=redactor))
 
 
-async def collect_rollouts(config: CollectConfig, *, view: ProgressView) -> CollectResult:
-    """Validate, discover, resume, then run every missing (task, rollout) pair."""
+async def collect_rollouts(
+    config: CollectConfig, *, view: ProgressView, redactor: Redactor | None = None
+) -> CollectResult:
+    """Validate, discover, resume, then run every missing (task, rollout) pair.
+
+    `redactor` holds the composed config's secrets; they never reach the failures file."""
     summary = scan_input(config.input_jsonl_fpath, limit=config.limit, agent_name=config.agent_name)
     http = HttpClient(
         timeouts=_http_timeouts(config.rollout_timeout_s),
@@ -53,7 +63,7 @@ async def collect_rollouts(config: CollectConfig, *, view: ProgressView) -> Coll
     )
     try:
         urls = await find_agent_urls(http, config, summary)
-        files = open_run(config, summary)
+        files = open_run(config, summary, redactor=redactor)
         collector = _Collector(config, files, http, urls)
         try:
             await collector.run(iter_tasks(summary, params_overrides=config.responses_create_params), view)
@@ -150,15 +160,23 @@ class _Collector:
             return
 
     async def _call(self, url: str, row: dict[str, Any]) -> Any:
-        """One POST /run under the rollout deadline, which cuts a hung agent call."""
+        """One POST /run under the rollout deadline, which cuts a hung agent call; the agent gets
+        the same deadline (`X-NG-Deadline-S`) and passes what is left of it down every hop."""
         timeout_s = self.config.rollout_timeout_s
-        try:
-            async with asyncio.timeout(timeout_s):
-                return await self.http.post_json(url, row)
-        except TimeoutError as exc:
-            raise UpstreamTimeoutError(
-                f"{url} did not finish the rollout within rollout_timeout_s={timeout_s:g}", endpoint=url
-            ) from exc
+        expired = UpstreamTimeoutError(
+            f"{url} did not finish the rollout within rollout_timeout_s={timeout_s:g}", endpoint=url
+        )
+        with deadline_scope(timeout_s):
+            try:
+                async with asyncio.timeout(timeout_s):
+                    return await self.http.post_json(url, row)
+            except TimeoutError as exc:
+                raise expired from exc
+            except UpstreamTimeoutError as exc:
+                left = remaining_s()
+                if left is not None and left <= _DEADLINE_SLACK_S:  # the HTTP timeout was the deadline's
+                    raise expired from exc
+                raise
 
     def _log_internal(self, kind: FailureKind, error: Exception) -> None:
         """A bug in the collector must not hide as a failure class: log its traceback once."""

@@ -18,7 +18,7 @@ from ng_cli.config.compose import ComposedConfig
 from ng_cli.config.sources import COMMAND_LINE
 from ng_cli.errors import ConfigError
 
-__all__ = ["DEFAULT_HEAD_SERVER_URL", "CollectConfig", "collect_config_from"]
+__all__ = ["COLLECT_OPTIONS", "DEFAULT_HEAD_SERVER_URL", "CollectConfig", "collect_config_from"]
 
 DEFAULT_HEAD_SERVER_URL = "http://127.0.0.1:11000"
 
@@ -80,6 +80,8 @@ class CollectConfig(BaseModel):
 
 
 _FIELDS = tuple(CollectConfig.model_fields)
+COLLECT_OPTIONS = frozenset(_FIELDS)
+"""The top-level keys ng_collect_rollouts reads (other commands accept them in shared files)."""
 _STACK_KEYS = frozenset({"head_server", "config_paths", "dotenv_path", "verbose", "dry_run", "ready_file"})
 """Top-level keys other commands own; never mistaken for a misspelt collector option."""
 

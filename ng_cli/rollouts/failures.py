@@ -6,8 +6,10 @@ retryable kinds with bounded attempts, and writes the last `Failure` of a rollou
 fails to `<output stem>_failures.jsonl`. No reward is ever made up for it.
 
     kind                  retried   raised by
-    timeout               yes       the per-rollout deadline, or an HTTP read/connect timeout
+    timeout               yes       the per-rollout deadline, an HTTP read/connect timeout, or a 504
     upstream_unavailable  yes       connection refused/reset, the agent died mid-request
+                          no        a model server's open circuit (its upstream is down): a
+                                    resume, once it is back, retries the rollout
     http_5xx              yes       the agent (or something behind it) answered 5xx
     http_4xx              408/429   the agent refused the row (4xx); other 4xx will not change
     context_overflow      no        the prompt exceeded the model's context (the agent's 400)
@@ -26,9 +28,11 @@ from typing import Any
 
 import orjson
 
+from ng_cli.config.secrets import Redactor
 from ng_cli.errors import (
     ContextOverflowError,
     InvalidOutputError,
+    UpstreamDownError,
     UpstreamHTTPError,
     UpstreamTimeoutError,
     UpstreamUnavailableError,
@@ -66,12 +70,16 @@ class Failure:
     status: int | None = None
     """The HTTP status, when the failure was an HTTP answer."""
     endpoint: str | None = None
+    upstream_down_s: float | None = None
+    """How long the model's upstream had been down, when a model server's circuit was open."""
 
     @property
     def is_retryable(self) -> bool:
         """Whether another attempt may succeed (see the table in the module docstring)."""
         if self.kind is FailureKind.HTTP_4XX:
             return self.status in _RETRYABLE_4XX
+        if self.upstream_down_s is not None:  # an open circuit: only the upstream's return fixes it
+            return False
         return self.kind not in (FailureKind.CONTEXT_OVERFLOW, FailureKind.INTERNAL)
 
     def to_record(self, *, agent: str, input_line: int) -> dict[str, Any]:
@@ -97,6 +105,7 @@ def classify(error: BaseException, *, attempt: int, task_index: int, rollout_ind
         rollout_index=rollout_index,
         status=status,
         endpoint=endpoint,
+        upstream_down_s=error.down_for_s if isinstance(error, UpstreamDownError) else None,
     )
 
 
@@ -107,6 +116,8 @@ def _kind_of(error: BaseException) -> tuple[FailureKind, int | None, str | None]
     if isinstance(error, UpstreamHTTPError):
         if _envelope(error.body).get("type") == ContextOverflowError.__name__:
             return FailureKind.CONTEXT_OVERFLOW, error.status, endpoint
+        if error.status == 504:  # a hop below ran out of time (often the rollout's own deadline)
+            return FailureKind.TIMEOUT, error.status, endpoint
         kind = FailureKind.HTTP_5XX if error.status >= 500 else FailureKind.HTTP_4XX
         return kind, error.status, endpoint
     if isinstance(error, UpstreamTimeoutError | TimeoutError):
@@ -156,15 +167,19 @@ class FailureLog:
     this run's failures are exactly what still fails).
     """
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, *, redactor: Redactor | None = None) -> None:
         self.path = path
+        self.redactor = redactor or Redactor(())
+        """The config's secrets, cut out of every line (an agent may pass on an upstream's echo)."""
         self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         self.start_offset = os.fstat(self._fd).st_size
         self.count = 0
 
     def append(self, failure: Failure, *, agent: str, input_line: int) -> None:
-        line = orjson.dumps(
-            failure.to_record(agent=agent, input_line=input_line), option=orjson.OPT_APPEND_NEWLINE
+        line = self.redactor.bytes(
+            orjson.dumps(
+                failure.to_record(agent=agent, input_line=input_line), option=orjson.OPT_APPEND_NEWLINE
+            )
         )
         try:
             os.write(self._fd, line)

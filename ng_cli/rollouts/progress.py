@@ -34,24 +34,33 @@ class RunStats:
     failed: int = 0
     attempts: int = 0
     retried: int = 0
-    """Rollouts that succeeded only after a failed attempt."""
+    """Rollouts attempted more than once, whatever their end (a retry is a retry)."""
+    recovered: int = 0
+    """Of those, the ones that succeeded in the end."""
     output_tokens: int = 0
     in_flight: int = 0
     failures: Counter[str] = field(default_factory=Counter)
     """Rollouts that failed for good, by kind."""
     attempt_failures: Counter[str] = field(default_factory=Counter)
     """Every failed attempt (retried or not), by kind."""
+    upstream_down_since: float | None = None
+    """Monotonic time the model's upstream went down, as the last open-circuit answer said."""
 
     def attempt_failed(self, failure: Failure) -> None:
         self.attempt_failures[failure.kind.value] += 1
+        if failure.upstream_down_s is not None:
+            self.upstream_down_since = time.monotonic() - failure.upstream_down_s
 
     def rollout_failed(self, failure: Failure) -> None:
         self.failed += 1
         self.failures[failure.kind.value] += 1
+        self.retried += failure.attempt > 1
 
     def rollout_succeeded(self, *, attempts: int, output_tokens: int) -> None:
         self.succeeded += 1
+        self.upstream_down_since = None  # a rollout got through: the upstream is back
         self.retried += attempts > 1
+        self.recovered += attempts > 1
         self.output_tokens += output_tokens
 
     @property
@@ -74,6 +83,9 @@ class RunStats:
             in_flight=self.in_flight,
             eta_s=remaining / rate if rate > 0 else None,
             elapsed_s=self.elapsed_s,
+            upstream_down_s=None
+            if self.upstream_down_since is None
+            else time.monotonic() - self.upstream_down_since,
         )
 
 
@@ -92,6 +104,15 @@ class Snapshot:
     in_flight: int
     eta_s: float | None
     elapsed_s: float
+    upstream_down_s: float | None = None
+    """Set while model servers answer that their upstream is down: for how long."""
+
+    @property
+    def upstream_note(self) -> str:
+        """` | upstream down for 37 s` while it is, else empty."""
+        if self.upstream_down_s is None:
+            return ""
+        return f" | upstream down for {self.upstream_down_s:.0f} s"
 
     def line(self) -> str:
         """The compact one-line form (non-TTY progress, and the live panel's status line)."""
@@ -100,7 +121,7 @@ class Snapshot:
         return (
             f"{self.done}/{self.total} done, {self.failed} failed ({failures}), {self.retries} retries | "
             f"{self.rollouts_per_s:.1f} rollouts/s, {self.tokens_per_s:.0f} tok/s | mean reward {reward} | "
-            f"in flight {self.in_flight} | ETA {_duration(self.eta_s)}"
+            f"in flight {self.in_flight} | ETA {_duration(self.eta_s)}{self.upstream_note}"
         )
 
 
@@ -193,7 +214,7 @@ class LiveView:
         failures = ", ".join(f"{kind} {n}" for kind, n in sorted(snapshot.failures.items())) or "none"
         self._status.plain = (
             f"mean reward {reward}   failed {snapshot.failed} ({failures})   retries {snapshot.retries}   "
-            f"in flight {snapshot.in_flight}"
+            f"in flight {snapshot.in_flight}{snapshot.upstream_note}"
         )
         self._live.refresh()
 

@@ -24,7 +24,14 @@ from ng_cli.errors import ConfigError
 from ng_cli.rollouts.config import CollectConfig
 from ng_cli.rollouts.inputs import InputSummary
 
-__all__ = ["FINGERPRINT_VERSION", "Fingerprint", "OutputPaths", "check_resumable", "write_fingerprint"]
+__all__ = [
+    "FINGERPRINT_VERSION",
+    "Fingerprint",
+    "OutputPaths",
+    "check_resumable",
+    "refuse_writing_input",
+    "write_fingerprint",
+]
 
 FINGERPRINT_VERSION = 1
 
@@ -47,6 +54,10 @@ class OutputPaths:
             fingerprint=stem.with_name(stem.name + "_fingerprint.json"),
             metrics=stem.with_name(stem.name + "_metrics.json"),
         )
+
+    @property
+    def all(self) -> tuple[Path, ...]:
+        return (self.output, self.failures, self.fingerprint, self.metrics)
 
     def remove_run_files(self) -> None:
         """Everything but the output itself (which the writer truncates under its lock)."""
@@ -131,6 +142,39 @@ def check_resumable(paths: OutputPaths, fingerprint: Fingerprint, *, input_path:
             hint="add +overwrite=true to discard them and start over, or choose another +output_jsonl_fpath",
         )
     return True
+
+
+def refuse_writing_input(paths: OutputPaths, input_path: Path) -> None:
+    """ConfigError when a file this run writes is the input, or a run file beside it.
+
+    Checked before anything is opened for writing, overwrite or not: `+overwrite=true` with the
+    output equal to the input would truncate the input. Same file means the same path after
+    resolving symlinks, or the same inode (a hard link); the `_failures`/`_metrics`/
+    `_fingerprint` siblings of either side count too.
+    """
+    guarded = OutputPaths.for_output(input_path).all
+    for written in paths.all:
+        for protected in guarded:
+            if _same_file(written, protected):
+                what = (
+                    "the input"
+                    if protected == input_path
+                    else f"{protected.name}, a run file beside the input"
+                )
+                raise ConfigError(
+                    f"output_jsonl_fpath: {paths.output} would write {written} over {what} "
+                    f"(input_jsonl_fpath: {input_path}); nothing was written",
+                    hint="choose an output path that is not the input, e.g. +output_jsonl_fpath=rollouts.jsonl",
+                )
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    try:
+        if a.exists() and b.exists():
+            return os.path.samefile(a, b)
+        return a.resolve() == b.resolve()
+    except OSError:
+        return False
 
 
 def write_fingerprint(paths: OutputPaths, fingerprint: Fingerprint) -> None:

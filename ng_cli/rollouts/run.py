@@ -7,20 +7,28 @@ rewrites the failures file to what still fails and writes `<output stem>_metrics
 
 from __future__ import annotations
 
+import errno
 import os
 from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
 
-from ng_cli.errors import DataError
+from ng_cli.config.secrets import Redactor
+from ng_cli.errors import ConfigError, DataError
 from ng_cli.rollouts.config import CollectConfig
 from ng_cli.rollouts.failures import FailureLog, read_failures
 from ng_cli.rollouts.inputs import InputSummary
 from ng_cli.rollouts.metrics import Scoreboard
 from ng_cli.rollouts.progress import RunStats
 from ng_cli.rollouts.results import ROLLOUT_KEY, TASK_KEY, ResultWriter, read_results, repair_torn_tail
-from ng_cli.rollouts.resume import Fingerprint, OutputPaths, check_resumable, write_fingerprint
+from ng_cli.rollouts.resume import (
+    Fingerprint,
+    OutputPaths,
+    check_resumable,
+    refuse_writing_input,
+    write_fingerprint,
+)
 
 __all__ = ["CollectResult", "RunFiles", "close_run", "open_run"]
 
@@ -62,9 +70,47 @@ class CollectResult:
         return 0 if self.failed == 0 else 1
 
 
-def open_run(config: CollectConfig, summary: InputSummary) -> RunFiles:
-    """Lock the output, then start fresh or resume; raises before any rollout is run."""
-    paths = OutputPaths.for_output(config.output_jsonl_fpath)
+def open_run(config: CollectConfig, summary: InputSummary, *, redactor: Redactor | None = None) -> RunFiles:
+    """Lock the output, then start fresh or resume; raises before any rollout is run.
+
+    An output that is the input (or a run file beside it) is refused before anything is opened
+    for writing; an output the process cannot write is a ConfigError naming the path and why.
+    """
+    output = config.output_jsonl_fpath
+    if output.is_dir() or not output.name:
+        raise ConfigError(
+            f"output_jsonl_fpath: cannot write {output}: it is a directory; give a file path",
+            hint=f"e.g. +output_jsonl_fpath={output / 'rollouts.jsonl'}",
+        )
+    paths = OutputPaths.for_output(output)
+    refuse_writing_input(paths, summary.path)
+    try:
+        return _open_run(config, summary, paths, redactor or Redactor(()))
+    except OSError as exc:
+        raise unwritable_output(paths, exc) from None
+
+
+def unwritable_output(paths: OutputPaths, exc: OSError) -> ConfigError:
+    """The path that could not be created or opened, and the system's reason, as exit 2."""
+    where = exc.filename or paths.output
+    reason = exc.strerror or type(exc).__name__
+    if isinstance(exc, IsADirectoryError):
+        reason = "it is a directory; give a file path"
+    elif isinstance(exc, FileExistsError | NotADirectoryError):
+        reason = f"a part of its folder path ({where} or above) is a file, not a directory"
+        where = paths.output
+    return ConfigError(
+        f"output_jsonl_fpath: cannot write {where}: {reason}",
+        hint="choose a writable file path, e.g. +output_jsonl_fpath=results/rollouts.jsonl",
+    )
+
+
+def _open_run(
+    config: CollectConfig, summary: InputSummary, paths: OutputPaths, redactor: Redactor
+) -> RunFiles:
+    for path in paths.all:
+        if path.is_dir():
+            raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(path))
     paths.output.parent.mkdir(parents=True, exist_ok=True)
     fingerprint = Fingerprint.of(config, summary)
     writer = ResultWriter(paths.output)
@@ -83,7 +129,10 @@ def open_run(config: CollectConfig, summary: InputSummary) -> RunFiles:
             task_agents=summary.task_agents,
         )
         files = RunFiles(
-            paths=paths, writer=writer, failures=FailureLog(paths.failures), scoreboard=scoreboard
+            paths=paths,
+            writer=writer,
+            failures=FailureLog(paths.failures, redactor=redactor),
+            scoreboard=scoreboard,
         )
     except BaseException:
         writer.close()
@@ -163,6 +212,7 @@ def build_metrics(config: CollectConfig, files: RunFiles, stats: RunStats) -> di
             "failed": stats.failed,
             "attempts": stats.attempts,
             "retried_rollouts": stats.retried,
+            "recovered_rollouts": stats.recovered,
             "failed_attempts": dict(stats.attempt_failures),
             "elapsed_s": round(elapsed_s, 3),
             "rollouts_per_s": stats.succeeded / elapsed_s,

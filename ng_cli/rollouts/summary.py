@@ -72,10 +72,18 @@ def _files(result: CollectResult) -> Text:
     retried_earlier = run["retried_earlier_failures"]
     lines.append(
         f"this run: {run['succeeded']} rollouts in {run['elapsed_s']:.1f} s ({run['rollouts_per_s']:.1f}/s, "
-        f"{run['output_tokens_per_s']:.0f} tok/s), {run['retried_rollouts']} needed a retry"
+        f"{run['output_tokens_per_s']:.0f} tok/s), {_retries(run)}"
         + (f", {retried_earlier} earlier failures run again" if retried_earlier else "")
     )
     return Text("\n".join(lines))
+
+
+def _retries(run: dict[str, Any]) -> str:
+    """`3 needed a retry (1 then succeeded)`: a rollout tried 3 times and failed counts too."""
+    retried = run["retried_rollouts"]
+    if not retried:
+        return "0 needed a retry"
+    return f"{retried} needed a retry ({run.get('recovered_rollouts', 0)} then succeeded)"
 
 
 def _outcome(result: CollectResult) -> Text:

@@ -10,13 +10,16 @@ before anything untrusted runs and must not give the program a way into our code
     bootstrap (root, host pid namespace; new net/mount/ipc/uts/pid namespaces)
       └── fork: pid 1 of the new pid namespace
             mount a tmpfs as the new root; bind read-only: the interpreter, /usr, /lib...;
-            a few /dev nodes; a writable /sandbox holding the program and an empty /tmp
+            cover the interpreter's site-packages with an empty read-only tmpfs (unless
+            site_packages is on); a few /dev nodes; a writable /sandbox with the program, empty /tmp
             chroot; setrlimit; setgroups/setgid/setuid to an unprivileged uid;
             no_new_privs; parent-death signal SIGKILL; close the status fd; exec
 
 The network namespace has only a loopback interface that is down: no connection leaves it,
 not even to 127.0.0.1 of the host. Nothing of the host file system but the read-only binds
-exists inside (no /proc, /sys, /root, /tmp, /work). When pid 1 exits, the kernel kills every
+exists inside (no /proc, /sys, host /tmp, /work, no file of /root). The interpreter's install
+prefix is bound at its own path, because its binary finds libpython there: with pyenv, that
+path is under /root, so /root holds the directories leading to the prefix and nothing else. When pid 1 exits, the kernel kills every
 other process of its pid namespace, so nothing outlives the run.
 
 Ending a run early: the server sends the bootstrap SIGTERM (wall clock, output cap); the kernel
@@ -115,6 +118,15 @@ def build_root(plan: dict[str, Any], code: bytes) -> None:
     for path in plan["readonly_paths"]:
         if os.path.lexists(path):
             _bind_readonly(path, root)
+    for path in plan.get("hidden_paths", ()):
+        if os.path.isdir(root + path):  # an empty, read-only directory in its place
+            _mount(
+                "tmpfs",
+                root + path,
+                "tmpfs",
+                MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
+                "size=4k,mode=0555",
+            )
     os.makedirs(root + "/dev", exist_ok=True)
     for node in DEV_NODES:
         if os.path.exists("/dev/" + node):

@@ -78,6 +78,15 @@ def _check_exposure(paths: list[str], protected: Path) -> None:
             )
 
 
+def _site_packages(prefix: str) -> list[str]:
+    """The install prefix's package folders: not importable under `-S`, and not to be read either."""
+    return sorted(
+        str(path)
+        for pattern in ("lib/python3*/site-packages", "lib/python3*/dist-packages")
+        for path in Path(prefix).glob(pattern)
+    )
+
+
 def build_plan(config: SandboxConfig, *, workdir: Path, uid: int, python: str, prefix: str) -> dict[str, Any]:
     """The JSON plan `bootstrap.py` follows for one run in `workdir` (see `_run_in` for its files)."""
     is_root = os.geteuid() == 0
@@ -93,6 +102,7 @@ def build_plan(config: SandboxConfig, *, workdir: Path, uid: int, python: str, p
         "drop_privileges": is_root,
         "tmpfs_bytes": config.workdir_mb * _MIB,
         "readonly_paths": [*config.readonly_paths, prefix],
+        "hidden_paths": [] if config.site_packages else _site_packages(prefix),
         "limits": {
             "cpu_s": config.cpu_time_s,
             "memory_bytes": config.memory_mb * _MIB,

@@ -14,7 +14,7 @@ if TYPE_CHECKING:
     from ng_cli.servers.app import JSONResponse, build_app, read_json_object
     from ng_cli.servers.base import BaseServer
     from ng_cli.servers.http import HttpClient, RetryPolicy, Timeouts
-    from ng_cli.servers.model import ModelServer
+    from ng_cli.servers.model import ModelServer, read_generation_request
     from ng_cli.servers.resources import ResourcesServer, ToolError, VerifyRequest, tool
     from ng_cli.servers.session import SESSION_COOKIE, forwarded_cookies, session_id
 
@@ -28,6 +28,7 @@ _HOMES = {
     "RetryPolicy": "http",
     "Timeouts": "http",
     "ModelServer": "model",
+    "read_generation_request": "model",
     "ResourcesServer": "resources",
     "ToolError": "resources",
     "VerifyRequest": "resources",
@@ -51,6 +52,7 @@ __all__ = [
     "VerifyRequest",
     "build_app",
     "forwarded_cookies",
+    "read_generation_request",
     "read_json_object",
     "session_id",
     "tool",

@@ -17,8 +17,10 @@ import orjson
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import Response
+from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from ng_cli.config.secrets import Redactor
 from ng_cli.errors import (
     BadRequestError,
     ContextOverflowError,
@@ -28,10 +30,15 @@ from ng_cli.errors import (
     UpstreamTimeoutError,
     UpstreamUnavailableError,
 )
+from ng_cli.servers.body_limit import DEFAULT_MAX_REQUEST_BYTES, BodyLimitMiddleware
+from ng_cli.servers.deadline import DeadlineMiddleware
+from ng_cli.servers.redaction import RedactingMiddleware
 
 __all__ = ["JSONResponse", "build_app", "error_response", "read_json_object", "status_for"]
 
 logger = logging.getLogger("ng_cli.servers")
+
+_HTTP_ERROR_TYPES = {404: "not_found", 405: "method_not_allowed"}
 
 
 class JSONResponse(Response):
@@ -59,12 +66,26 @@ def status_for(error: NgError) -> int:
 
 
 def error_response(
-    status: int, message: str, *, server: str, type_: str, hint: str | None = None
+    status: int,
+    message: str,
+    *,
+    server: str,
+    type_: str,
+    hint: str | None = None,
+    param: str | None = None,
+    extra: dict[str, Any] | None = None,
 ) -> JSONResponse:
     """The OpenAI-style error envelope, plus the name of the server that produced it."""
-    error: dict[str, Any] = {"message": message, "type": type_, "code": status, "server": server}
+    error: dict[str, Any] = {
+        "message": message,
+        "type": type_,
+        "param": param,
+        "code": status,
+        "server": server,
+    }
     if hint:
         error["hint"] = hint
+    error.update(extra or {})
     return JSONResponse({"error": error}, status_code=status)
 
 
@@ -72,8 +93,11 @@ def build_app(
     name: str,
     *,
     lifespan: Callable[[FastAPI], AbstractAsyncContextManager[None]] | None = None,
+    max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
+    redactor: Redactor | None = None,
 ) -> FastAPI:
-    """A FastAPI app with `/health`, orjson responses and our error handlers."""
+    """A FastAPI app with `/health`, orjson responses, our error handlers, a body size limit, and
+    (given a redactor) no secret in any answer."""
     app = FastAPI(
         title=name, default_response_class=JSONResponse, lifespan=lifespan, docs_url=None, redoc_url=None
     )
@@ -84,6 +108,10 @@ def build_app(
         return JSONResponse({"status": "ok", "server": name})
 
     install_error_handlers(app, name)
+    app.add_middleware(DeadlineMiddleware)
+    app.add_middleware(BodyLimitMiddleware, max_bytes=max_request_bytes, server=name)
+    if redactor:
+        app.add_middleware(RedactingMiddleware, redactor=redactor)
     return app
 
 
@@ -97,7 +125,15 @@ def install_error_handlers(app: FastAPI, name: str) -> None:
             logger.warning(
                 "%s %s -> %d %s: %s", request.method, request.url.path, status, type(exc).__name__, exc
             )
-        return error_response(status, exc.message, server=name, type_=type(exc).__name__, hint=exc.hint)
+        return error_response(
+            status,
+            exc.message,
+            server=name,
+            type_=exc.error_type,
+            hint=exc.hint,
+            param=getattr(exc, "param", None),
+            extra=exc.envelope_fields(),
+        )
 
     async def on_validation_error(request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, RequestValidationError)
@@ -106,8 +142,24 @@ def install_error_handlers(app: FastAPI, name: str) -> None:
         )
         return error_response(422, f"invalid request body: {problems}", server=name, type_="invalid_request")
 
+    async def on_http_error(request: Request, exc: Exception) -> JSONResponse:
+        """Unknown routes (404) and wrong methods (405) in our envelope, not the framework's."""
+        assert isinstance(exc, StarletteHTTPException)
+        if exc.status_code == 404:
+            message = f"no route {request.method} {request.url.path} on this server"
+        elif exc.status_code == 405:
+            message = f"{request.url.path} does not accept {request.method}"
+        else:
+            message = str(exc.detail)
+        response = error_response(
+            exc.status_code, message, server=name, type_=_HTTP_ERROR_TYPES.get(exc.status_code, "http_error")
+        )
+        response.headers.update(exc.headers or {})
+        return response
+
     app.add_exception_handler(NgError, on_ng_error)
     app.add_exception_handler(RequestValidationError, on_validation_error)
+    app.add_exception_handler(StarletteHTTPException, on_http_error)
     app.add_middleware(UnexpectedErrorMiddleware, server=name)
 
 

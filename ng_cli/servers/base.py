@@ -18,6 +18,7 @@ from typing import Any, ClassVar, Generic, TypeVar
 from fastapi import FastAPI
 
 from ng_cli.config.schema import ServerConfig, ServerRef
+from ng_cli.config.secrets import Redactor
 from ng_cli.errors import ConfigError, NgError
 from ng_cli.servers.app import build_app
 from ng_cli.servers.http import HttpClient
@@ -50,6 +51,8 @@ class BaseServer(Generic[ConfigT]):
         self.head_url = head_url
         self.signer = SessionSigner(session_secret or _random.token_hex(32))
         self.http = HttpClient()
+        self.redactor = Redactor.of(config)
+        """Hides this server's secrets (its config's) in every answer and log line."""
 
     def url_of(self, ref: ServerRef) -> str:
         """Base URL of another server of the stack, by its `{type, name}` reference."""
@@ -96,7 +99,12 @@ class BaseServer(Generic[ConfigT]):
                 await self.on_shutdown()
                 await self.http.close()
 
-        app = build_app(self.name, lifespan=lifespan)
+        app = build_app(
+            self.name,
+            lifespan=lifespan,
+            max_request_bytes=self.config.max_request_bytes,
+            redactor=self.redactor,
+        )
         app.state.server = self
         app.add_middleware(SessionMiddleware, signer=self.signer)
         self.setup_routes(app)

@@ -18,6 +18,7 @@ import uvicorn
 
 from ng_cli.errors import NgError
 from ng_cli.servers.loading import load_server_class
+from ng_cli.servers.redaction import redact_logging
 from ng_cli.servers.spec import ServerSpec, read_spec
 
 __all__ = ["main", "serve"]
@@ -47,6 +48,7 @@ def serve(spec: ServerSpec) -> None:
         timeout_graceful_shutdown=2,
         lifespan="on",
     )
+    redact_logging(server.redactor)  # after uvicorn.Config, which installs uvicorn's handlers
     uv_server = uvicorn.Server(uv_config)
     sockets = [socket.socket(fileno=spec.listen_fd)] if spec.listen_fd is not None else None
     uv_server.run(sockets=sockets)

@@ -18,12 +18,15 @@ import aiohttp
 import orjson
 
 from ng_cli.errors import (
+    UPSTREAM_DOWN_TYPE,
     InvalidOutputError,
+    UpstreamDownError,
     UpstreamError,
     UpstreamHTTPError,
     UpstreamTimeoutError,
     UpstreamUnavailableError,
 )
+from ng_cli.servers.deadline import DEADLINE_HEADER, remaining_s
 
 __all__ = ["HttpClient", "RetryPolicy", "Timeouts", "is_retryable"]
 
@@ -40,6 +43,14 @@ class Timeouts:
     """Longest silence between two chunks of the answer."""
     total_s: float = 600.0
     """Whole request, from start to the last byte of the body."""
+
+    def capped(self, seconds: float) -> Timeouts:
+        """The same timeouts, none longer than `seconds` (what is left of the caller's deadline)."""
+        return Timeouts(
+            connect_s=min(self.connect_s, seconds),
+            read_s=min(self.read_s, seconds),
+            total_s=min(self.total_s, seconds),
+        )
 
     def to_aiohttp(self) -> aiohttp.ClientTimeout:
         return aiohttp.ClientTimeout(total=self.total_s, sock_connect=self.connect_s, sock_read=self.read_s)
@@ -59,10 +70,29 @@ class RetryPolicy:
 
 
 def is_retryable(error: BaseException) -> bool:
-    """Connection failures, timeouts and 5xx may succeed elsewhere or later; 4xx never will."""
+    """Connection failures, timeouts and 5xx may succeed elsewhere or later; 4xx never will.
+
+    Not retried either: an open circuit (`UpstreamDownError`), and a 502/503/504 that one of our
+    own servers answered (its envelope names the server): it has already retried and waited
+    with its own budget, so asking again would multiply that budget, not add a chance.
+    """
+    if isinstance(error, UpstreamDownError):
+        return False
     if isinstance(error, UpstreamHTTPError):
+        if error.status in (502, 503, 504) and _envelope_of(error.body).get("server"):
+            return False
         return error.status >= 500
     return isinstance(error, UpstreamTimeoutError | UpstreamUnavailableError)
+
+
+def _envelope_of(body: str) -> dict[str, Any]:
+    """The `error` object of our (OpenAI-style) envelope, or {}."""
+    try:
+        parsed = orjson.loads(body) if body else None
+    except orjson.JSONDecodeError:
+        return {}
+    error = parsed.get("error") if isinstance(parsed, dict) else None
+    return error if isinstance(error, dict) else {}
 
 
 class HttpClient:
@@ -118,25 +148,31 @@ class HttpClient:
         cookies: Mapping[str, str] | None = None,
         timeouts: Timeouts | None = None,
     ) -> Any:
-        """Send one request and return the decoded JSON body; raise the UpstreamError tree."""
-        async with self._translated_errors(url, timeouts or self.timeouts):
+        """Send one request and return the decoded JSON body; raise the UpstreamError tree.
+
+        Under a caller's deadline (`ng_cli.servers.deadline`), the timeouts are capped by what is
+        left of it and the rest is forwarded in `X-NG-Deadline-S`; a passed deadline sends nothing.
+        """
+        timeouts = timeouts or self.timeouts
+        all_headers = {**_JSON_HEADERS, **(headers or {})}
+        left = remaining_s()
+        if left is not None:
+            if left <= 0:
+                raise UpstreamTimeoutError(
+                    f"{method} {url} not sent: the caller's deadline has passed", endpoint=url
+                )
+            timeouts = timeouts.capped(left)
+            all_headers[DEADLINE_HEADER] = f"{left:.3f}"
+        async with self._translated_errors(url, timeouts):
             data = None if json is None else orjson.dumps(json)
-            all_headers = {**_JSON_HEADERS, **(headers or {})}
             if cookies:
                 all_headers["Cookie"] = "; ".join(f"{k}={v}" for k, v in cookies.items())
-            timeout = (timeouts or self.timeouts).to_aiohttp()
             async with self.session.request(
-                method, url, data=data, headers=all_headers, timeout=timeout
+                method, url, data=data, headers=all_headers, timeout=timeouts.to_aiohttp()
             ) as response:
                 body = await response.read()
                 if response.status >= 400:
-                    text = body.decode("utf-8", "replace")
-                    raise UpstreamHTTPError(
-                        f"{method} {url} answered HTTP {response.status}: {_short(text)}",
-                        status=response.status,
-                        body=text,
-                        endpoint=url,
-                    )
+                    raise _http_error(method, url, response.status, body.decode("utf-8", "replace"))
         try:
             return orjson.loads(body) if body else None
         except orjson.JSONDecodeError as exc:
@@ -158,7 +194,11 @@ class HttpClient:
             except UpstreamError as error:
                 if attempt == retry.max_attempts or not is_retryable(error):
                     raise
-                await asyncio.sleep(retry.delay_s(attempt))
+                delay_s = retry.delay_s(attempt)
+                left = remaining_s()
+                if left is not None and left <= delay_s:
+                    raise  # the caller would be gone before the retry answers
+                await asyncio.sleep(delay_s)
         raise AssertionError("RetryPolicy.max_attempts must be >= 1")
 
     @asynccontextmanager
@@ -177,6 +217,21 @@ class HttpClient:
             raise UpstreamUnavailableError(
                 f"{url} is unreachable: {type(exc).__name__}: {exc}", endpoint=url
             ) from exc
+
+
+def _http_error(method: str, url: str, status: int, text: str) -> UpstreamError:
+    """The error for an HTTP error answer; one of our servers' open-circuit 503 keeps its type."""
+    message = f"{method} {url} answered HTTP {status}: {_short(text)}"
+    envelope = _envelope_of(text)
+    if status == 503 and envelope.get("type") == UPSTREAM_DOWN_TYPE:
+        down_s = envelope.get("upstream_down_s")
+        return UpstreamDownError(
+            str(envelope.get("message") or message),
+            down_for_s=float(down_s) if isinstance(down_s, int | float) else 0.0,
+            body=text,
+            endpoint=url,
+        )
+    return UpstreamHTTPError(message, status=status, body=text, endpoint=url)
 
 
 def _short(text: str, limit: int = 500) -> str:

@@ -1,15 +1,27 @@
-"""`ModelServer`: the base of servers that answer `POST /v1/responses` and `/v1/chat/completions`."""
+"""`ModelServer`: the base of servers that answer `POST /v1/responses` and `/v1/chat/completions`.
+
+`read_generation_request` is how their routes read a body: a JSON object whose token limits
+make sense, so a zero or negative `max_output_tokens` is our 400 and never reaches an upstream.
+"""
 
 from __future__ import annotations
 
-from typing import ClassVar, TypeVar
+from collections.abc import Mapping
+from typing import Any, ClassVar, TypeVar
+
+from fastapi import Request
 
 from ng_cli.config.schema import ModelServerConfig
+from ng_cli.errors import BadRequestError
+from ng_cli.servers.app import read_json_object
 from ng_cli.servers.base import BaseServer
 
-__all__ = ["ModelServer"]
+__all__ = ["ModelServer", "check_token_limits", "read_generation_request"]
 
 MC = TypeVar("MC", bound=ModelServerConfig)
+
+TOKEN_LIMIT_FIELDS = ("max_output_tokens", "max_tokens", "max_completion_tokens")
+"""Responses' and Chat Completions' caps on generated tokens."""
 
 
 class ModelServer(BaseServer[MC]):
@@ -17,3 +29,20 @@ class ModelServer(BaseServer[MC]):
 
     server_type: ClassVar[str] = "responses_api_models"
     config_class: ClassVar[type[ModelServerConfig]] = ModelServerConfig
+
+
+def check_token_limits(body: Mapping[str, Any]) -> None:
+    """BadRequestError (400, `param` set) when a token cap is present but not a positive integer."""
+    for field in TOKEN_LIMIT_FIELDS:
+        value = body.get(field)
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise BadRequestError(f"{field} must be a positive integer, got {value!r}", param=field)
+
+
+async def read_generation_request(request: Request) -> dict[str, Any]:
+    """The body of a `/v1/responses` or `/v1/chat/completions` call, checked before any upstream call."""
+    body = await read_json_object(request)
+    check_token_limits(body)
+    return body

@@ -7,10 +7,12 @@
                   │                      └──> connect error / timeout / 5xx: endpoint down,
                   │                           backoff, next attempt (its session moves)
                   └── no healthy endpoint: wait for one to rejoin, at most `deadline_s` in all,
-                      then UpstreamUnavailableError (503)
+                      then UpstreamUnavailableError (503); once every endpoint has been down
+                      for `down_grace_s`, UpstreamDownError (503 upstream_unavailable) at once
 
 Attempts are bounded by the retry policy and each by its timeouts; time without an endpoint to
-run on (waiting for a rejoin, backoff) is bounded by `deadline_s`. Nothing waits forever.
+run on (waiting for a rejoin, backoff) is bounded by `deadline_s` and by the caller's deadline
+(`X-NG-Deadline-S`). Nothing waits forever, and nothing waits longer than its caller.
 """
 
 from __future__ import annotations
@@ -25,12 +27,14 @@ from ng_cli.conversion.overflow import is_context_overflow
 from ng_cli.errors import (
     ContextOverflowError,
     InvalidOutputError,
+    UpstreamDownError,
     UpstreamError,
     UpstreamHTTPError,
     UpstreamTimeoutError,
     UpstreamUnavailableError,
 )
 from ng_cli.protocol.errors import parse_error_body
+from ng_cli.servers.deadline import remaining_s
 from ng_cli.servers.http import HttpClient, RetryPolicy, Timeouts, is_retryable
 from ng_cli.upstream.metrics import UpstreamMetrics
 from ng_cli.upstream.pool import Endpoint, EndpointPool
@@ -38,6 +42,11 @@ from ng_cli.upstream.pool import Endpoint, EndpointPool
 __all__ = ["UpstreamClient"]
 
 logger = logging.getLogger("ng_cli.upstream")
+
+_CLOCK_SLACK_S = 0.001
+"""A wait timed to end when the circuit opens may wake a hair early; it counts as open."""
+_DEADLINE_SLACK_S = 0.05
+"""A timeout this close to the caller's deadline was the deadline's (the two timers race)."""
 
 
 class UpstreamClient:
@@ -53,6 +62,7 @@ class UpstreamClient:
         timeouts: Timeouts,
         retry: RetryPolicy,
         deadline_s: float,
+        down_grace_s: float = 300.0,
         on_endpoint_down: Callable[[Endpoint], None] | None = None,
     ) -> None:
         self.http = http
@@ -61,6 +71,7 @@ class UpstreamClient:
         self.timeouts = timeouts
         self.retry = retry
         self.deadline_s = deadline_s
+        self.down_grace_s = down_grace_s
         self.on_endpoint_down = on_endpoint_down
         self.headers: Mapping[str, str] = {"Authorization": f"Bearer {api_key}"}
         self._rejoined = asyncio.Event()
@@ -72,13 +83,18 @@ class UpstreamClient:
 
     async def post(self, path: str, payload: Any, *, session_id: str | None, at_root: bool = False) -> Any:
         """POST `payload` to `<base_url><path>` (or `<root_url><path>`) of the session's endpoint."""
-        budget_s = self.deadline_s
+        caller_s = remaining_s()
+        budget_s = self.deadline_s if caller_s is None else min(self.deadline_s, caller_s)
         attempt = 0
         while True:
             endpoint = self.pool.route(session_id)
             if endpoint is None:
                 budget_s = await self._wait_for_endpoint(budget_s)
                 continue
+            if attempt and _caller_gave_up():
+                raise UpstreamTimeoutError(
+                    f"{path}: the caller's deadline passed before attempt {attempt + 1}"
+                )
             attempt += 1
             url = (endpoint.root_url if at_root else endpoint.base_url) + path
             try:
@@ -109,10 +125,11 @@ class UpstreamClient:
             raise translated from None
         except UpstreamTimeoutError:
             outcome = "timeout"
-            self._endpoint_failed(
-                endpoint,
-                f"timed out (connect {self.timeouts.connect_s:g} s, read {self.timeouts.read_s:g} s)",
-            )
+            if not _caller_gave_up():  # cut by the caller's deadline, the endpoint is not to blame
+                self._endpoint_failed(
+                    endpoint,
+                    f"timed out (connect {self.timeouts.connect_s:g} s, read {self.timeouts.read_s:g} s)",
+                )
             raise
         except UpstreamUnavailableError as error:
             outcome = "unavailable"
@@ -138,21 +155,51 @@ class UpstreamClient:
             if self.on_endpoint_down is not None:
                 self.on_endpoint_down(endpoint)
 
+    def circuit_error(self) -> UpstreamDownError | None:
+        """The open circuit's error when every endpoint has been down for the grace period."""
+        since = self.pool.all_down_since
+        if since is None:
+            return None
+        down_s = asyncio.get_running_loop().time() - since
+        if down_s + _CLOCK_SLACK_S < self.down_grace_s:
+            return None
+        return UpstreamDownError(
+            f"upstream unavailable: every endpoint has been down for {down_s:.0f} s "
+            f"(upstream_down_grace_s={self.down_grace_s:g}); probing in the background: {self.pool.describe_down()}",
+            down_for_s=down_s,
+            hint="start (or restart) the model server behind base_url; requests succeed again once it answers",
+        )
+
     async def _wait_for_endpoint(self, budget_s: float) -> float:
-        """Wait for an endpoint to rejoin; the budget left, or UpstreamUnavailableError."""
-        started = asyncio.get_running_loop().time()
-        if budget_s > 0:
+        """Wait for an endpoint to rejoin, no longer than the budget or until the circuit opens;
+        the budget left, or UpstreamDownError / UpstreamUnavailableError."""
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        until_open_s = budget_s
+        if self.pool.all_down_since is not None:
+            until_open_s = self.pool.all_down_since + self.down_grace_s - started
+        wait_s = min(budget_s, until_open_s)
+        if wait_s > 0 and self.circuit_error() is None:
             try:
-                await asyncio.wait_for(self._rejoined.wait(), timeout=budget_s)
+                await asyncio.wait_for(self._rejoined.wait(), timeout=wait_s)
             except TimeoutError:
                 pass
             else:
-                return budget_s - (asyncio.get_running_loop().time() - started)
+                return budget_s - (loop.time() - started)
         self.metrics.unavailable.inc()
+        circuit = self.circuit_error()
+        if circuit is not None:
+            raise circuit
         raise UpstreamUnavailableError(
             f"no healthy upstream endpoint within request_deadline_s={self.deadline_s:g}: {self.pool.describe_down()}",
             hint="check that the model server is running: curl <base_url>/models",
         )
+
+
+def _caller_gave_up() -> bool:
+    """Whether the caller's deadline (`X-NG-Deadline-S`) has (all but) passed."""
+    left = remaining_s()
+    return left is not None and left <= _DEADLINE_SLACK_S
 
 
 def _client_error(error: UpstreamHTTPError, endpoint: Endpoint) -> UpstreamHTTPError:

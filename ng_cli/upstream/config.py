@@ -46,6 +46,11 @@ class UpstreamConfig(ModelServerConfig):
     """Deadline of one health probe."""
     request_deadline_s: float = Field(default=60.0, gt=0)
     """Longest a call waits for a healthy endpoint (all down) before answering 503."""
+    upstream_down_grace_s: float = Field(default=300.0, ge=0)
+    """Once every endpoint has been unreachable this long, answer 503 `upstream_unavailable` at
+    once (an open circuit) instead of making each request wait; probes go on in the background
+    and the first endpoint back closes the circuit. 300 s covers an RL trainer restarting its
+    engines."""
     startup_wait_s: float = Field(default=0.0, ge=0)
     """At start, how long to keep trying when no endpoint answers yet (0: fail at once)."""
 

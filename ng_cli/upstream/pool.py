@@ -7,6 +7,9 @@ seconds), so every transition is unit-tested without sockets or sleeps.
        ^                                                                         │
        └──────────── a probe succeeds once the cool-down has ended ──────────────┘
 
+When the last healthy endpoint goes down, `all_down_since` records when; the client opens its
+circuit once that is older than the grace period, and the first endpoint back closes it.
+
 The cool-down doubles with each consecutive failure (from `cooldown_s` up to `max_cooldown_s`),
 so an endpoint whose `/health` answers but whose generations fail flaps ever more slowly.
 A successful request resets it.
@@ -72,6 +75,8 @@ class EndpointPool:
         self.max_sessions = max_sessions
         self.failovers = 0
         """Sessions moved off a down endpoint, since start."""
+        self.all_down_since: float | None = None
+        """Monotonic time when the last healthy endpoint went down; None while one is up."""
         self._affinity: OrderedDict[str, Endpoint] = OrderedDict()
         self._cursor = 0
 
@@ -151,6 +156,8 @@ class EndpointPool:
             endpoint.consecutive_failures += 1
             endpoint.readmit_at = now + self.cooldown_for(endpoint.consecutive_failures)
         endpoint.is_healthy = False
+        if self.all_down_since is None and not any(other.is_healthy for other in self.endpoints):
+            self.all_down_since = now
         return was_healthy
 
     def record_probe_success(self, endpoint: Endpoint, *, now: float) -> bool:
@@ -159,6 +166,7 @@ class EndpointPool:
             return False
         endpoint.is_healthy = True
         endpoint.last_error = None
+        self.all_down_since = None
         return True
 
     def cooldown_for(self, consecutive_failures: int) -> float:

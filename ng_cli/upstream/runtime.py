@@ -63,6 +63,7 @@ class Upstream:
             timeouts=config.timeouts(),
             retry=config.retry_policy(),
             deadline_s=config.request_deadline_s,
+            down_grace_s=config.upstream_down_grace_s,
             on_endpoint_down=self._endpoint_down,
         )
         self.prober = HealthProber(

@@ -11,7 +11,7 @@ from typing import Any, TypeVar
 from fastapi import FastAPI, Request
 
 from ng_cli.errors import NgError, UpstreamTimeoutError
-from ng_cli.servers import JSONResponse, ModelServer, read_json_object, session_id
+from ng_cli.servers import JSONResponse, ModelServer, read_generation_request, session_id
 from ng_cli.upstream.config import VllmModelConfig
 from ng_cli.upstream.metrics import install_metrics_route
 from ng_cli.upstream.runtime import Upstream
@@ -47,7 +47,7 @@ class VllmModelServer(ModelServer[C]):
     def setup_routes(self, app: FastAPI) -> None:
         @app.post("/v1/responses")
         async def responses(request: Request) -> JSONResponse:
-            body = await read_json_object(request)
+            body = await read_generation_request(request)
             try:
                 return JSONResponse(await self.vllm.respond(body, session_id=session_id(request)))
             except UpstreamTimeoutError as error:
@@ -55,7 +55,7 @@ class VllmModelServer(ModelServer[C]):
 
         @app.post("/v1/chat/completions")
         async def chat_completions(request: Request) -> JSONResponse:
-            body = await read_json_object(request)
+            body = await read_generation_request(request)
             try:
                 return JSONResponse(await self.vllm.chat(body, session_id=session_id(request)))
             except UpstreamTimeoutError as error:

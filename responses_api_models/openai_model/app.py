@@ -12,7 +12,7 @@ from typing import Any, ClassVar
 from fastapi import FastAPI, Request
 
 from ng_cli.errors import BadRequestError, ContextOverflowError, InvalidOutputError
-from ng_cli.servers import JSONResponse, ModelServer, read_json_object, session_id
+from ng_cli.servers import JSONResponse, ModelServer, read_generation_request, session_id
 from ng_cli.upstream import OpenAIModelConfig, Upstream, install_metrics_route, models_probe
 
 
@@ -56,12 +56,12 @@ class OpenAIModel(ModelServer[OpenAIModelConfig]):
     def setup_routes(self, app: FastAPI) -> None:
         @app.post("/v1/responses")
         async def responses(request: Request) -> JSONResponse:
-            body = await read_json_object(request)
+            body = await read_generation_request(request)
             return JSONResponse(await self.forward("/responses", body, session=session_id(request)))
 
         @app.post("/v1/chat/completions")
         async def chat_completions(request: Request) -> JSONResponse:
-            body = await read_json_object(request)
+            body = await read_generation_request(request)
             return JSONResponse(await self.forward("/chat/completions", body, session=session_id(request)))
 
         install_metrics_route(app, self.upstream.metrics)

@@ -6,14 +6,16 @@ of `/run` calls each row received is exact.
 
 from __future__ import annotations
 
+import io
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import orjson
 import pytest
+from rich.console import Console
 
-from ng_cli.rollouts import CollectConfig, collect_rollouts
+from ng_cli.rollouts import CollectConfig, collect_rollouts, render_summary
 from ng_cli.rollouts.progress import NullView
 from ng_cli.servers.testing import serve_in_thread
 from tests.fixtures.rollouts.stub_agent import StubAgent, StubFaults
@@ -108,7 +110,13 @@ async def test_each_class_is_retried_per_policy_and_recorded(
         "timeout": REPEATS,
     }
     assert metrics["output_tokens"] == 7 * len(output)
-    assert result.metrics["run"]["retried_rollouts"] == 1
+    # every rollout tried more than once counts, failed or not: 5 retried classes x 2 + fail_first
+    retried_for_good = sum(1 for calls, _ in FAULTS.values() if calls > 1) * REPEATS
+    assert result.metrics["run"]["retried_rollouts"] == retried_for_good + 1
+    assert result.metrics["run"]["recovered_rollouts"] == 1
+    summary = Console(width=300, record=True, file=io.StringIO())
+    summary.print(render_summary(result))
+    assert f"{retried_for_good + 1} needed a retry (1 then succeeded)" in summary.export_text()
     assert (result.succeeded, result.failed, result.exit_code) == (len(output), len(failures), 1)
 
 

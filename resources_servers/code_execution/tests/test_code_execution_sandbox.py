@@ -170,6 +170,39 @@ async def test_files_outside_the_sandbox_do_not_exist_for_the_program(world_read
     }
 
 
+def non_empty_site_packages(prefix: Path) -> list[Path]:
+    """The control: the interpreter's site-packages folders that hold something on the host."""
+    return [path for path in sorted(prefix.glob("lib/python3*/site-packages")) if any(path.iterdir())]
+
+
+async def test_root_shows_only_the_path_to_the_interpreter_and_its_site_packages_are_hidden() -> None:
+    prefix = Path(sys.base_prefix)
+    site = non_empty_site_packages(prefix)
+    assert site, "the control: the interpreter has a non-empty site-packages folder"
+    code = textwrap.dedent(
+        f"""
+        import os, sys
+        seen = []
+        for top, dirs, files in os.walk("/root"):
+            seen += [os.path.join(top, f) for f in files]
+            if top == {str(prefix)!r}:
+                dirs.clear()  # the interpreter itself: bound on purpose
+        print(sorted(seen))
+        print(sorted(os.listdir({str(site[0])!r})))
+        print(os.path.isfile(sys.prefix + "/lib/python{sys.version_info[0]}.{sys.version_info[1]}/os.py"))
+        """
+    )
+
+    result = await make_sandbox().run(code)
+    assert result.outcome == "ok", result.stderr
+    files, site_listing, stdlib = result.stdout.split("\n")[:3]
+    assert files == "[]"  # nothing of /root but the directories leading to the prefix
+    assert site_listing == "[]"
+    assert stdlib == "True"
+    shown = await make_sandbox(site_packages=True).run(f"import os; print(len(os.listdir({str(site[0])!r})))")
+    assert int(shown.stdout) > 0  # opted in: visible again
+
+
 async def test_the_interpreter_prefix_is_read_only_and_setuid_root_is_impossible() -> None:
     code = textwrap.dedent(
         """

@@ -145,7 +145,7 @@ async def test_every_kind_of_tool_failure_reaches_the_model_as_a_tool_output(cli
     assert len(errors) == len(bad_calls)
     assert errors[0] == "refused on purpose"
     assert "internal error: RuntimeError: tool bug" in errors[1]
-    assert "HTTP 404" in errors[2]
+    assert "no route POST /missing" in errors[2]  # the resources server's 404, in its envelope
     assert "no tool named 'undeclared'" in errors[3]
     assert "no tool named 'verify'" in errors[4]
     assert "not valid JSON" in errors[5]

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import pytest
+from pydantic import SecretStr
 
-from ng_cli.config.secrets import MASK, Secret, is_secret_key, mask, mask_url
+from ng_cli.config.secrets import MASK, Redactor, Secret, is_secret_key, mask, mask_url, secret_values
 
 SECRET = [
     "api_key",
@@ -88,3 +89,32 @@ def test_secret_hides_its_value_in_reprs() -> None:
     assert secret != Secret("other")
     assert {secret: 1}[Secret("sk-live")] == 1
     assert not Secret("")
+
+
+def test_secret_values_are_what_mask_hides() -> None:
+    tree = {
+        "policy_api_key": "sk-live-123456",
+        "model": {
+            "api_key": SecretStr("sk-nested-abcdef"),
+            "max_tokens": 12345678,
+            "base_url": "http://u:pw-987654@h/v1",
+        },
+        "tokens": {"hf_token": ["hf_aaaaaaaaaa", "hf_bbbbbbbbbb"]},
+        "name": "not-a-secret-at-all",
+    }
+    assert secret_values(tree) == {
+        "sk-live-123456",
+        "sk-nested-abcdef",
+        "pw-987654",
+        "hf_aaaaaaaaaa",
+        "hf_bbbbbbbbbb",
+    }
+
+
+def test_redactor_hides_values_in_text_bytes_and_json_escapes() -> None:
+    redactor = Redactor(["sk-live-123456", 'quote"key-1234', "EMPTY"])
+    assert redactor.text("Authorization: Bearer sk-live-123456.") == f"Authorization: Bearer {MASK}."
+    assert redactor.bytes(b'{"m": "sk-live-123456 sk-live-123456"}') == b'{"m": "*** ***"}'
+    assert redactor.text('{"k": "quote\\"key-1234"}') == '{"k": "***"}'
+    assert redactor.text("EMPTY stays: placeholders are too short to be keys").startswith("EMPTY")
+    assert not Redactor(["short"])

@@ -115,7 +115,7 @@ def test_missing_entrypoint_names_instance_and_file(compose: Compose) -> None:
     message = caught.value.message
     assert "tools_b" in message
     assert "resources_servers/echo_tools" in message
-    assert "configs/stack.yaml:" in message
+    assert "<command line>  " in message  # where the bad entrypoint was set, not the instance
     assert "server.py" in message
     assert caught.value.hint is not None
     assert "app.py" in caught.value.hint

@@ -128,3 +128,33 @@ def test_read_failures_skips_a_torn_last_line(tmp_path: Path) -> None:
     path.write_bytes(b'{"_ng_task_index": 1}\n{"_ng_task_in')
     assert list(read_failures(path)) == [{"_ng_task_index": 1}]
     assert list(read_failures(tmp_path / "absent.jsonl")) == []
+
+
+def test_an_open_circuit_is_upstream_unavailable_with_its_duration_and_not_retried() -> None:
+    from ng_cli.errors import UpstreamDownError, UpstreamUnavailableError
+
+    failure = classify(UpstreamDownError("down", down_for_s=42.0), attempt=1, task_index=0, rollout_index=0)
+    assert (failure.kind, failure.upstream_down_s, failure.is_retryable) == (
+        FailureKind.UPSTREAM_UNAVAILABLE,
+        42.0,
+        False,
+    )
+    refused = classify(UpstreamUnavailableError("refused"), attempt=1, task_index=0, rollout_index=0)
+    assert (refused.kind, refused.upstream_down_s, refused.is_retryable) == (
+        FailureKind.UPSTREAM_UNAVAILABLE,
+        None,
+        True,
+    )
+    assert failure.to_record(agent="a", input_line=1)["upstream_down_s"] == 42.0
+
+
+def test_the_failure_log_redacts_secret_values(tmp_path: Path) -> None:
+    from ng_cli.config.secrets import Redactor
+
+    log = FailureLog(tmp_path / "f.jsonl", redactor=Redactor(["sk-live-abcdef123"]))
+    error = RuntimeError("upstream said: Authorization: Bearer sk-live-abcdef123")
+    log.append(classify(error, attempt=1, task_index=0, rollout_index=0), agent="a", input_line=1)
+    log.close()
+    text = (tmp_path / "f.jsonl").read_text()
+    assert "sk-live-abcdef123" not in text
+    assert "Bearer ***" in text

@@ -13,6 +13,7 @@ import pytest
 from ng_cli.errors import (
     ContextOverflowError,
     InvalidOutputError,
+    UpstreamDownError,
     UpstreamHTTPError,
     UpstreamUnavailableError,
 )
@@ -58,7 +59,12 @@ class ScriptedHttp(HttpClient):
 
 
 def make_client(
-    http: ScriptedHttp, *, urls: tuple[str, ...] = (A, B), attempts: int = 3, deadline_s: float = 0.3
+    http: ScriptedHttp,
+    *,
+    urls: tuple[str, ...] = (A, B),
+    attempts: int = 3,
+    deadline_s: float = 0.3,
+    down_grace_s: float = 300.0,
 ) -> UpstreamClient:
     pool = EndpointPool(list(urls), cooldown_s=0.05, max_cooldown_s=1.0)
     return UpstreamClient(
@@ -69,6 +75,7 @@ def make_client(
         timeouts=Timeouts(connect_s=1, read_s=1, total_s=1),
         retry=RetryPolicy(max_attempts=attempts, backoff_s=0.001, max_backoff_s=0.002),
         deadline_s=deadline_s,
+        down_grace_s=down_grace_s,
     )
 
 
@@ -162,7 +169,7 @@ async def test_a_waiting_call_resumes_when_an_endpoint_rejoins() -> None:
     http = ScriptedHttp()
     client = make_client(http, urls=(A,), deadline_s=5.0)
     (endpoint,) = client.pool.endpoints
-    client.pool.record_failure(endpoint, "refused", now=0.0)
+    client.pool.record_failure(endpoint, "refused", now=asyncio.get_running_loop().time())
 
     async def rejoin_soon() -> None:
         await asyncio.sleep(0.05)
@@ -200,3 +207,69 @@ async def test_a_non_json_answer_is_not_retried() -> None:
     with pytest.raises(InvalidOutputError):
         await client.post("/chat/completions", {}, session_id="s")
     assert len(http.calls) == 1
+
+
+async def test_the_circuit_opens_after_the_grace_and_closes_when_an_endpoint_rejoins() -> None:
+    http = ScriptedHttp()
+    client = make_client(http, urls=(A, B), deadline_s=30.0, down_grace_s=0.2)
+    now = asyncio.get_running_loop().time()
+    for endpoint in client.pool.endpoints:
+        client.pool.record_failure(endpoint, "refused", now=now)
+    assert client.pool.all_down_since == now
+
+    started = time.monotonic()
+    with pytest.raises(UpstreamDownError) as waited:  # inside the grace: waits, but only until it ends
+        await client.post("/chat/completions", {}, session_id="s")
+    assert time.monotonic() - started < 5.0  # not request_deadline_s (30 s)
+    assert waited.value.down_for_s >= 0.2
+
+    started = time.monotonic()
+    with pytest.raises(UpstreamDownError) as refused_now:  # open: at once
+        await client.post("/chat/completions", {}, session_id="s")
+    assert time.monotonic() - started < 0.1
+    assert "upstream_down_grace_s=0.2" in refused_now.value.message
+    assert refused_now.value.error_type == "upstream_unavailable"
+    assert http.calls == []  # nothing was sent to a dead upstream
+
+    assert client.pool.record_probe_success(client.pool.endpoints[1], now=now + 1e6)
+    assert client.pool.all_down_since is None
+    assert await client.post("/chat/completions", {}, session_id="s") == OK
+    assert http.calls == [B + "/chat/completions"]
+
+
+async def test_one_endpoint_up_keeps_the_circuit_closed() -> None:
+    client = make_client(ScriptedHttp(), urls=(A, B), down_grace_s=0.0)
+    client.pool.record_failure(client.pool.endpoints[0], "refused", now=asyncio.get_running_loop().time())
+    assert client.pool.all_down_since is None
+    assert client.circuit_error() is None
+    assert await client.post("/chat/completions", {}, session_id="s") == OK
+
+
+async def test_a_caller_deadline_bounds_the_wait_for_an_endpoint() -> None:
+    from ng_cli.servers.deadline import deadline_scope
+
+    client = make_client(ScriptedHttp(), urls=(A,), deadline_s=30.0)
+    client.pool.record_failure(client.pool.endpoints[0], "refused", now=asyncio.get_running_loop().time())
+    started = time.monotonic()
+    with deadline_scope(0.2), pytest.raises(UpstreamUnavailableError) as raised:
+        await client.post("/chat/completions", {}, session_id="s")
+    assert time.monotonic() - started < 5.0  # the caller's 0.2 s, not request_deadline_s=30
+    assert not isinstance(raised.value, UpstreamDownError)  # inside the grace: plain unavailable
+
+
+async def test_a_call_cut_by_the_callers_deadline_does_not_take_the_endpoint_down() -> None:
+    from ng_cli.errors import UpstreamTimeoutError
+    from ng_cli.servers.deadline import deadline_scope
+
+    class SlowHttp(ScriptedHttp):
+        async def post_json(self, url: str, payload: Any, **kwargs: Any) -> Any:
+            self.calls.append(url)
+            await asyncio.sleep(0.3)  # the real client's timeout, capped at the caller's deadline
+            raise UpstreamTimeoutError(f"{url} did not answer in time", endpoint=url)
+
+    http = SlowHttp()
+    client = make_client(http, urls=(A, B), deadline_s=30.0)
+    with deadline_scope(0.3), pytest.raises(UpstreamTimeoutError):
+        await client.post("/chat/completions", {}, session_id="s")
+    assert len(http.calls) == 1  # no second attempt after the caller gave up
+    assert all(endpoint.is_healthy for endpoint in client.pool.endpoints)
