@@ -54,6 +54,7 @@ class UpstreamClient:
         retry: RetryPolicy,
         deadline_s: float,
         on_endpoint_down: Callable[[Endpoint], None] | None = None,
+        default_headers: Mapping[str, str] | None = None,
     ) -> None:
         self.http = http
         self.pool = pool
@@ -62,7 +63,8 @@ class UpstreamClient:
         self.retry = retry
         self.deadline_s = deadline_s
         self.on_endpoint_down = on_endpoint_down
-        self.headers: Mapping[str, str] = {"Authorization": f"Bearer {api_key}"}
+        extra = {k: v for k, v in (default_headers or {}).items() if k.lower() != "authorization"}
+        self.headers: Mapping[str, str] = {**extra, "Authorization": f"Bearer {api_key}"}
         self._rejoined = asyncio.Event()
 
     def notify_rejoined(self) -> None:

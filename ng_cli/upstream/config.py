@@ -8,11 +8,12 @@ implicit defaults"), so a missing one is a config error that names it.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 from urllib.parse import urlsplit, urlunsplit
 
-from pydantic import Field, SecretStr, field_validator, model_validator
+from pydantic import AliasChoices, Field, SecretStr, field_validator, model_validator
 
+from ng_cli.config.nemo_gym import NemoGymKey
 from ng_cli.config.schema import ModelServerConfig
 from ng_cli.servers.http import RetryPolicy, Timeouts
 
@@ -48,6 +49,23 @@ class UpstreamConfig(ModelServerConfig):
     """Longest a call waits for a healthy endpoint (all down) before answering 503."""
     startup_wait_s: float = Field(default=0.0, ge=0)
     """At start, how long to keep trying when no endpoint answers yet (0: fail at once)."""
+    default_headers: dict[str, str] = Field(default_factory=dict)
+    """Extra HTTP headers on every upstream request (NeMo Gym's key); `Authorization` is always
+    the api_key's."""
+    endpoint_file: str | None = None
+    """A file holding the current upstream URL(s), one per line (NeMo Gym's key). It is re-read
+    while running: when an RL trainer restarts or moves its engines and rewrites the file, new
+    sessions go to the new URLs, requests in flight on the old ones finish there (drain), and
+    the old endpoints leave the pool. `base_url` is used until the file exists."""
+    endpoint_stale_grace_s: float = Field(default=300.0, gt=0)
+    """How long the endpoint file may stay missing or empty before the last URLs are given up
+    and requests answer 503 (NeMo Gym's key)."""
+    endpoint_connection_retries: int | None = Field(default=8, ge=0, le=19)
+    """With `endpoint_file`: retries per call after the first attempt (so `max_attempts` is this
+    plus one), giving a call room to reach the engine's new address (NeMo Gym's key; null keeps
+    `max_attempts`)."""
+    endpoint_check_interval_s: float = Field(default=10.0, gt=0)
+    """With `endpoint_file`: seconds between checks of the file's modification time."""
 
     @field_validator("base_url")
     @classmethod
@@ -88,9 +106,10 @@ class UpstreamConfig(ModelServerConfig):
         )
 
     def retry_policy(self) -> RetryPolicy:
-        return RetryPolicy(
-            max_attempts=self.max_attempts, backoff_s=self.backoff_s, max_backoff_s=self.max_backoff_s
-        )
+        attempts = self.max_attempts
+        if self.endpoint_file is not None and self.endpoint_connection_retries is not None:
+            attempts = self.endpoint_connection_retries + 1
+        return RetryPolicy(max_attempts=attempts, backoff_s=self.backoff_s, max_backoff_s=self.max_backoff_s)
 
 
 class VllmModelConfig(UpstreamConfig):
@@ -109,6 +128,51 @@ class VllmModelConfig(UpstreamConfig):
     token_id_source: Literal["auto", "tokenize"] = "auto"
     """Where token ids come from: vLLM's `return_token_ids` when it sends them, else (or always,
     with "tokenize") `token_id:<n>` logprobs plus `POST /tokenize` for the prompt."""
+    request_prompt_and_generation_token_ids: bool | None = None
+    """NeMo Gym's switch for the token-id source: true asks vLLM for `return_token_ids` (as
+    token_id_source "auto"), false uses logprobs plus `/tokenize` (as "tokenize"); unset leaves
+    `token_id_source` in charge."""
+    uses_interleaved_reasoning: bool = True
+    """With `uses_reasoning_parser`: send earlier turns' reasoning back to vLLM (false drops it
+    from the history, as NeMo Gym does)."""
+    reasoning_field: Literal["both", "reasoning", "reasoning_content"] = "both"
+    """Which field carries earlier reasoning on assistant messages sent to vLLM when
+    `uses_reasoning_parser` is on: vLLM < 0.16 reads `reasoning_content`, later ones `reasoning`."""
+    preserve_reasoning_in_assistant_content: bool = False
+    """Send earlier reasoning inline as `<think>...</think>` in `content` even with
+    `uses_reasoning_parser` (for templates trained on that form)."""
+    sampling_overrides: dict[str, Any] | None = None
+    """Sampling fields (temperature, top_p, ...) put on every request to vLLM, replacing what the
+    caller sent: on-policy training pins the distribution the policy is optimised under."""
+
+    nemo_gym_keys: ClassVar[dict[str, NemoGymKey]] = {
+        "propagate_context_overflow_errors": NemoGymKey(
+            False, "a context overflow is answered as an empty response marked incomplete and counted"
+        ),
+        "sequential_reasoning_allowed": NemoGymKey(
+            True, "a response may hold several reasoning items; none is dropped"
+        ),
+        "supply_prefix_token_ids": NemoGymKey(False, "stock vLLM has no required_prefix_token_ids extension"),
+        "is_responses_native": NemoGymKey(False, "requests always go through vLLM's Chat Completions API"),
+        "forward_request_chat_template_kwargs": NemoGymKey(
+            False,
+            "a request's own chat_template_kwargs are merged over the configured ones here "
+            "(set chat_template_kwargs in the config to pin them)",
+        ),
+        "continue_final_assistant_message": NemoGymKey(
+            False, "a final assistant message in the input always starts a new assistant turn"
+        ),
+        "forward_session_id_as_conversation_id": NemoGymKey(
+            False, "conversation_params (a TensorRT-LLM extension) is never sent"
+        ),
+        "audio_root": NemoGymKey(None, "audio input is not supported"),
+        "use_completions_api": NemoGymKey(False, "vLLM's /v1/completions path is not implemented"),
+        "render_chat_template": NemoGymKey(False, "only read with use_completions_api"),
+        "tokenizer": NemoGymKey(None, "only read with use_completions_api"),
+        "token_id_capture_non_generating_requests": NemoGymKey(
+            [], "token ids are attached per response (return_token_id_information)"
+        ),
+    }
 
     @field_validator("base_url")
     @classmethod
@@ -130,9 +194,34 @@ class VllmModelConfig(UpstreamConfig):
 class OpenAIModelConfig(UpstreamConfig):
     """`responses_api_models/openai_model`: pass-through to any OpenAI-compatible endpoint."""
 
+    base_url: str | list[str] = Field(validation_alias=AliasChoices("base_url", "openai_base_url"))
+    """The upstream API root(s); NeMo Gym writes it `openai_base_url`."""
+    api_key: SecretStr = Field(validation_alias=AliasChoices("api_key", "openai_api_key"))
+    """Sent as `Authorization: Bearer ...` only; NeMo Gym writes it `openai_api_key`."""
+    model: str = Field(validation_alias=AliasChoices("model", "openai_model"))
+    """The model name sent upstream; NeMo Gym writes it `openai_model`."""
+    default_headers: dict[str, str] = Field(
+        default_factory=dict, validation_alias=AliasChoices("default_headers", "openai_default_headers")
+    )
+    """Extra HTTP headers on every upstream request; NeMo Gym writes it `openai_default_headers`."""
+    extra_body: dict[str, Any] | None = None
+    """Fields added to every request body (a request's own keys win), as NeMo Gym's."""
+    drop_input_reasoning_items: bool = False
+    """Strip `reasoning` items from a Responses request's input before forwarding it (for
+    endpoints that fail on their own content-less reasoning items echoed back)."""
+    max_attempts: int = Field(
+        default=3, ge=1, le=20, validation_alias=AliasChoices("max_attempts", "max_http_attempts")
+    )
+    """Attempts per call (first try included) on connection errors, timeouts and 5xx; NeMo Gym
+    writes it `max_http_attempts`."""
     check_model_at_startup: bool = True
     """Fail at start when `GET <base_url>/models` does not list `model` (turn off for servers
     that do not list their models, e.g. some Azure deployments)."""
+
+    nemo_gym_keys: ClassVar[dict[str, NemoGymKey]] = {
+        "max_concurrent_requests": NemoGymKey(None, "in-flight requests are not capped per server"),
+        "token_id_capture_non_generating_requests": NemoGymKey([], "openai_model never attaches token ids"),
+    }
 
 
 def root_url_of(base_url: str) -> str:

@@ -60,6 +60,7 @@ class Upstream:
             self.pool,
             self.metrics,
             api_key=config.api_key.get_secret_value(),
+            default_headers=config.default_headers,
             timeouts=config.timeouts(),
             retry=config.retry_policy(),
             deadline_s=config.request_deadline_s,

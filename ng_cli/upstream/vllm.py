@@ -59,7 +59,10 @@ class VllmChat:
         self.client = client
         self.metrics = metrics
         self.wants_token_ids = config.return_token_id_information
-        self.uses_tokenize_only = config.token_id_source == "tokenize"
+        asks_engine = config.request_prompt_and_generation_token_ids
+        self.uses_tokenize_only = (
+            config.token_id_source == "tokenize" if asks_engine is None else not asks_engine
+        )
 
     async def respond(self, body: dict[str, Any], *, session_id: str | None) -> dict[str, Any]:
         """A Responses API answer for one `POST /v1/responses` body."""
@@ -76,6 +79,7 @@ class VllmChat:
         )
         if self.uses_tokenize_only:
             chat.pop("return_token_ids", None)
+        chat.update(config.sampling_overrides or {})
         try:
             completion = await self.client.post("/chat/completions", chat, session_id=session_id)
         except ContextOverflowError as error:
@@ -133,6 +137,7 @@ class VllmChat:
             chat.update(_TOKEN_ID_SWITCHES)
             if self.uses_tokenize_only:
                 del chat["return_token_ids"]
+        chat.update(self.config.sampling_overrides or {})  # the server, not the caller, decides
         return chat
 
     async def _tokenize(
