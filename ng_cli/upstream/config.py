@@ -17,7 +17,7 @@ from ng_cli.config.nemo_gym import NemoGymKey
 from ng_cli.config.schema import ModelServerConfig
 from ng_cli.servers.http import RetryPolicy, Timeouts
 
-__all__ = ["OpenAIModelConfig", "UpstreamConfig", "VllmModelConfig", "root_url_of"]
+__all__ = ["OpenAIModelConfig", "UpstreamConfig", "VllmModelConfig", "checked_url", "root_url_of"]
 
 
 class UpstreamConfig(ModelServerConfig):
@@ -75,7 +75,7 @@ class UpstreamConfig(ModelServerConfig):
         urls = [value] if isinstance(value, str) else value
         if not urls:
             raise ValueError("base_url is an empty list; give at least one URL")
-        cleaned = [_checked_url(url) for url in urls]
+        cleaned = [checked_url(url) for url in urls]
         duplicates = sorted({url for url in cleaned if cleaned.count(url) > 1})
         if duplicates:
             raise ValueError(f"base_url lists {duplicates} more than once")
@@ -233,7 +233,8 @@ def root_url_of(base_url: str) -> str:
     return urlunsplit(parts._replace(path=path, query="", fragment=""))
 
 
-def _checked_url(url: str) -> str:
+def checked_url(url: str) -> str:
+    """`url` without a trailing slash; ValueError unless it is an http(s) URL without query."""
     parts = urlsplit(url.strip())
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise ValueError(f"expected an http(s) URL such as http://localhost:8000/v1, got {url!r}")
