@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any, ClassVar, Literal
 from urllib.parse import urlsplit, urlunsplit
 
-from pydantic import AliasChoices, Field, SecretStr, field_validator, model_validator
+from pydantic import Field, SecretStr, field_validator, model_validator
 
 from ng_cli.config.nemo_gym import NemoGymKey
 from ng_cli.config.schema import ModelServerConfig
@@ -194,34 +194,44 @@ class VllmModelConfig(UpstreamConfig):
 class OpenAIModelConfig(UpstreamConfig):
     """`responses_api_models/openai_model`: pass-through to any OpenAI-compatible endpoint."""
 
-    base_url: str | list[str] = Field(validation_alias=AliasChoices("base_url", "openai_base_url"))
-    """The upstream API root(s); NeMo Gym writes it `openai_base_url`."""
-    api_key: SecretStr = Field(validation_alias=AliasChoices("api_key", "openai_api_key"))
-    """Sent as `Authorization: Bearer ...` only; NeMo Gym writes it `openai_api_key`."""
-    model: str = Field(validation_alias=AliasChoices("model", "openai_model"))
-    """The model name sent upstream; NeMo Gym writes it `openai_model`."""
-    default_headers: dict[str, str] = Field(
-        default_factory=dict, validation_alias=AliasChoices("default_headers", "openai_default_headers")
-    )
-    """Extra HTTP headers on every upstream request; NeMo Gym writes it `openai_default_headers`."""
     extra_body: dict[str, Any] | None = None
     """Fields added to every request body (a request's own keys win), as NeMo Gym's."""
     drop_input_reasoning_items: bool = False
     """Strip `reasoning` items from a Responses request's input before forwarding it (for
     endpoints that fail on their own content-less reasoning items echoed back)."""
-    max_attempts: int = Field(
-        default=3, ge=1, le=20, validation_alias=AliasChoices("max_attempts", "max_http_attempts")
-    )
-    """Attempts per call (first try included) on connection errors, timeouts and 5xx; NeMo Gym
-    writes it `max_http_attempts`."""
     check_model_at_startup: bool = True
     """Fail at start when `GET <base_url>/models` does not list `model` (turn off for servers
     that do not list their models, e.g. some Azure deployments)."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _nemo_gym_names(cls, data: Any) -> Any:
+        """NeMo Gym's openai_model writes `openai_base_url`, `openai_api_key`, `openai_model`,
+        `openai_default_headers` and `max_http_attempts`; they mean our keys of the same name."""
+        if not isinstance(data, dict):
+            return data
+        renamed = dict(data)
+        for theirs, ours in _OPENAI_NAMES.items():
+            if theirs not in renamed:
+                continue
+            if ours in renamed:
+                raise ValueError(f"give either {ours} or NeMo Gym's {theirs}, not both")
+            renamed[ours] = renamed.pop(theirs)
+        return renamed
 
     nemo_gym_keys: ClassVar[dict[str, NemoGymKey]] = {
         "max_concurrent_requests": NemoGymKey(None, "in-flight requests are not capped per server"),
         "token_id_capture_non_generating_requests": NemoGymKey([], "openai_model never attaches token ids"),
     }
+
+
+_OPENAI_NAMES = {
+    "openai_base_url": "base_url",
+    "openai_api_key": "api_key",
+    "openai_model": "model",
+    "openai_default_headers": "default_headers",
+    "max_http_attempts": "max_attempts",
+}
 
 
 def root_url_of(base_url: str) -> str:

@@ -117,7 +117,7 @@ def test_endpoint_file_rewritten_mid_collection_loses_no_rollout(tmp_path: Path)
             _wait_for(lambda: _chat_calls(second) > 0, "the model server to follow the file")
             calls_on_first = _chat_calls(first)
             first.kill()
-            stdout, stderr = collect.communicate(timeout=180)
+            _, stderr = collect.communicate(timeout=180)
         finally:
             run.send_signal(signal.SIGTERM)
             run.wait(timeout=15)

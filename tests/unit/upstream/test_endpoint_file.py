@@ -55,7 +55,8 @@ def test_missing_file_is_given_up_after_the_grace_only(tmp_path: Path) -> None:
     assert recorder.stale == []
     file.check(now=6.0)
     file.check(now=7.0)
-    assert len(recorder.stale) == 1 and "endpoint_stale_grace_s=5" in recorder.stale[0]
+    assert len(recorder.stale) == 1
+    assert "endpoint_stale_grace_s=5" in recorder.stale[0]
 
 
 def test_bad_content_keeps_the_last_urls(tmp_path: Path) -> None:
@@ -72,12 +73,15 @@ def test_replace_drains_the_old_endpoint_and_moves_its_sessions() -> None:
     assert old is not None
     pool.begin(old)  # a request in flight on the old endpoint
     added, retired = pool.replace(["http://b/v1"])
-    assert [e.base_url for e in added] == ["http://b/v1"] and retired == [old]
+    assert [e.base_url for e in added] == ["http://b/v1"]
+    assert retired == [old]
     moved = pool.route("s1")
-    assert moved is not None and moved.base_url == "http://b/v1"
+    assert moved is not None
+    assert moved.base_url == "http://b/v1"
     assert pool.failovers == 0  # a move, not a failure
     pool.end(old)  # the in-flight request finishes on the old one
-    assert old.in_flight == 0 and old.is_retired
+    assert old.in_flight == 0
+    assert old.is_retired
     assert not pool.record_probe_success(old, now=1e9)  # a retired endpoint never rejoins
 
 
@@ -91,7 +95,7 @@ def test_replace_keeps_the_state_of_listed_urls_and_can_empty_the_pool() -> None
     assert pool.describe_down() == "endpoint file unpublished"
 
 
-@pytest.mark.parametrize("retries, attempts", [(8, 9), (None, 3)])
+@pytest.mark.parametrize(("retries", "attempts"), [(8, 9), (None, 3)])
 def test_connection_retries_bound_attempts_with_an_endpoint_file(retries: int | None, attempts: int) -> None:
     from ng_cli.upstream.config import VllmModelConfig
 
