@@ -39,6 +39,7 @@ __all__ = [
     "StackPlan",
     "engine_plans",
     "head_url_from_config",
+    "instance_sources",
     "plan_stack",
     "read_seconds",
 ]
@@ -71,6 +72,8 @@ class ServerPlan:
     config: dict[str, Any] = field(repr=False)
     """The instance block, secrets included: it goes only into the 0600 spec file."""
     source: str | None = None
+    sources: dict[str, str] = field(default_factory=dict, repr=False)
+    """Dotted key -> "file:line" of the instance's keys (for errors at start)."""
     spec_path: Path | None = None
     command: tuple[str, ...] = ()
     """The child's argv (the spec path only, never config or secrets); empty for the head."""
@@ -165,6 +168,7 @@ class StackPlan:
             head_url=self.head.url,
             session_secret=self.session_secret,
             source=server.source,
+            sources=server.sources,
         )
 
     def describe(self) -> list[dict[str, Any]]:
@@ -313,9 +317,20 @@ def _server_plan(
         ),
         config=block,
         source=instance.source,
+        sources=instance_sources(config, instance),
         spec_path=spec_path,
         command=(python, "-m", CHILD_MODULE, str(spec_path)),
     )
+
+
+def instance_sources(config: ComposedConfig, instance: ServerInstance) -> dict[str, str]:
+    """Where each key of the instance's block was written (newest origin), by full dotted key."""
+    prefix = instance.key + "."
+    return {
+        key: origin
+        for key, origin in config.sources.items()
+        if key == instance.key or key.startswith(prefix) or key == instance.name
+    }
 
 
 def _host(block: Mapping[str, Any], what: str, where: str | None) -> str:
