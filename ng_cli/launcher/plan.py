@@ -106,6 +106,8 @@ class StackPlan:
     ready_timeout_s: float = DEFAULT_READY_TIMEOUT_S
     engines: tuple[InstanceEngines, ...] = ()
     """The vLLM engines to start before the servers, per local_vllm_model instance."""
+    relays: dict[str, str] = field(default_factory=dict)
+    """NeMo Gym environment server name -> the agent that serves it (legacy_agent relays)."""
 
     @property
     def processes(self) -> tuple[ServerPlan, ...]:
@@ -185,6 +187,18 @@ class StackPlan:
                 "source": process.source or "-",
             }
             for process in self.processes
+        ] + [
+            {
+                "name": name,
+                "kind": "relay",
+                "implementation": "legacy_agent",
+                "address": f"(served by agent '{agent}')",
+                "app_path": "-",
+                "command": "-",
+                "config": {},
+                "source": "-",
+            }
+            for name, agent in self.relays.items()
         ]
 
 
@@ -216,6 +230,7 @@ def plan_stack(
         masked_config=mask(config.tree),
         ready_timeout_s=read_seconds(config, "ready_timeout_s", DEFAULT_READY_TIMEOUT_S),
         engines=engine_plans(config, env=os.environ if env is None else env, python=engine_python),
+        relays={name: relay.agent for name, relay in config.relays.items()},
     )
 
 
