@@ -23,6 +23,7 @@ from ng_cli.conversion import (
     to_chat_request,
     to_response,
 )
+from ng_cli.conversion.to_chat import ReasoningForm
 from ng_cli.errors import BadRequestError, ContextOverflowError, InvalidOutputError
 from ng_cli.protocol.responses import ResponsesRequest
 from ng_cli.tokens.contract import TokenContractError, extract_token_info, needs_prompt_tokenization
@@ -76,6 +77,9 @@ class VllmChat:
             replace_developer_role_with_system=config.replace_developer_role_with_system,
             chat_template_kwargs=config.chat_template_kwargs,
             extra_body=config.extra_body,
+            reasoning_form=_reasoning_form(config),
+            reasoning_field=config.reasoning_field,
+            keeps_token_ids=self.wants_token_ids,
         )
         if self.uses_tokenize_only:
             chat.pop("return_token_ids", None)
@@ -161,6 +165,14 @@ class VllmChat:
                 hint="use a vLLM that supports return_token_ids (>= 0.10.2) so the ids come from the call itself",
             )
         return tokens
+
+
+def _reasoning_form(config: VllmModelConfig) -> ReasoningForm:
+    """NeMo Gym's rule: with vLLM's reasoning parser, earlier reasoning goes back as message fields
+    (or not at all without interleaved reasoning); `<think>` inline only when asked for."""
+    if not config.uses_reasoning_parser or config.preserve_reasoning_in_assistant_content:
+        return "inline"
+    return "field" if config.uses_interleaved_reasoning else "drop"
 
 
 def _parse_request(body: dict[str, Any]) -> ResponsesRequest:
