@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from ng_cli.config.compose import ComposedConfig
+from ng_cli.config.environments import EnvironmentRelay
 from ng_cli.config.instances import ServerInstance
 from ng_cli.config.paths import display_path, implementation_dir
 from ng_cli.config.schema import validate_block
@@ -106,8 +107,8 @@ class StackPlan:
     ready_timeout_s: float = DEFAULT_READY_TIMEOUT_S
     engines: tuple[InstanceEngines, ...] = ()
     """The vLLM engines to start before the servers, per local_vllm_model instance."""
-    relays: dict[str, str] = field(default_factory=dict)
-    """NeMo Gym environment server name -> the agent that serves it (legacy_agent relays)."""
+    relays: dict[str, EnvironmentRelay] = field(default_factory=dict)
+    """NeMo Gym environment servers (legacy_agent relays) by name, each served by its agent."""
 
     @property
     def processes(self) -> tuple[ServerPlan, ...]:
@@ -192,13 +193,13 @@ class StackPlan:
                 "name": name,
                 "kind": "relay",
                 "implementation": "legacy_agent",
-                "address": f"(served by agent '{agent}')",
+                "address": f"(served by agent '{relay.agent}')",
                 "app_path": "-",
                 "command": "-",
                 "config": {},
-                "source": "-",
+                "source": relay.source or "-",
             }
-            for name, agent in self.relays.items()
+            for name, relay in self.relays.items()
         ]
 
 
@@ -230,7 +231,7 @@ def plan_stack(
         masked_config=mask(config.tree),
         ready_timeout_s=read_seconds(config, "ready_timeout_s", DEFAULT_READY_TIMEOUT_S),
         engines=engine_plans(config, env=os.environ if env is None else env, python=engine_python),
-        relays={name: relay.agent for name, relay in config.relays.items()},
+        relays=dict(config.relays),
     )
 
 

@@ -165,15 +165,15 @@ class Stack:
         by_name = {entry["name"]: entry for entry in servers}
         relays = [
             {
-                **by_name[agent],
+                **by_name[relay.agent],
                 "name": name,
                 "server_type": "environment_servers",
                 "kind": "relay",
                 "implementation": "legacy_agent",
-                "relays_to": agent,
+                "relays_to": relay.agent,
             }
-            for name, agent in self.plan.relays.items()
-            if agent in by_name
+            for name, relay in self.plan.relays.items()
+            if relay.agent in by_name
         ]
         return servers + relays
 
