@@ -16,9 +16,9 @@ from ng_cli.commands._app import (
     overrides_argument,
 )
 from ng_cli.config.render import render_yaml
+from ng_cli.launcher.check import check_instances, print_warnings
 from ng_cli.launcher.plan import engine_plans
 from ng_cli.launcher.render import engine_notes, engines_table
-from ng_cli.launcher.check import check_instances, print_warnings
 
 __all__ = ["app", "dump_config", "main"]
 
