@@ -16,6 +16,7 @@ from ng_cli.commands._app import (
     overrides_argument,
 )
 from ng_cli.config.render import render_yaml
+from ng_cli.launcher.check import check_instances, print_warnings
 from ng_cli.launcher.plan import engine_plans
 from ng_cli.launcher.render import engine_notes, engines_table
 
@@ -48,6 +49,7 @@ def dump_config(
 ) -> None:
     """Print the composed config (files < env.yaml < overrides), secrets masked."""
     with composed_config(overrides, config, verbose=verbose) as composed:
+        print_warnings(check_instances(composed))  # refuse what ng_run would refuse, as it would
         with_sources = sources or composed.get("show_sources") is True
         engines = engine_plans(composed, env=os.environ, python=None)  # refuses an impossible plan
         typer.echo(render_yaml(composed, masked=True, with_sources=with_sources), nl=False)

@@ -3,6 +3,7 @@
     files in config_paths (depth-first; a file's includes merge before it; each file once)
       < env.yaml (repo root, `$NG_ENV_YAML`, or `+dotenv_path=...`)
       < command-line overrides (Hydra grammar; the command line always wins)
+      -> NeMo Gym's `_inherit_from` / `_copy` / `_delete_key` (`directives.py`)
       -> `${...}` resolved against the root -> server instances found and checked
 
 `config_paths` comes from the command line, or from env.yaml when the command line gives none
@@ -14,13 +15,15 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from omegaconf import DictConfig, ListConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
+from ng_cli.config.directives import apply_directives
+from ng_cli.config.environments import EnvironmentRelay, find_environment_relays
 from ng_cli.config.fragments import CONFIG_PATHS_KEY, Fragment, collect_fragments, load_fragment
 from ng_cli.config.instances import ServerInstance, check_references, find_instances
 from ng_cli.config.overrides import DOTENV_PATH_KEY, apply_overrides, parse_overrides
@@ -45,6 +48,8 @@ class ComposedConfig:
     free_keys: frozenset[str] = frozenset()
     """Top-level keys that are values for others, not options: set in env.yaml, or read by a
     `${...}` interpolation. A command never calls them unknown (see `toplevel`)."""
+    relays: dict[str, EnvironmentRelay] = field(default_factory=dict)
+    """NeMo Gym `environment_servers` (legacy_agent) by name: each is served by the agent it names."""
 
     def get(self, dotted: str, default: Any = None) -> Any:
         """The value at a dotted key (`a.b.0.c`), or `default` when any part is absent."""
@@ -80,11 +85,24 @@ def compose_config(overrides: Sequence[str], *, cwd: Path | None = None) -> Comp
     free_keys = frozenset(env.data if env else ()) | _interpolated_roots(
         OmegaConf.to_container(cfg, resolve=False)
     )
+    cfg, sources = _with_directives(cfg, sources)
     tree = resolve_tree(cfg, sources, env_yaml=env_path)
     sources = sources.restricted_to(_dotted_keys(tree, ""))
     instances = find_instances(tree, sources)
     check_references(instances, sources)
-    return ComposedConfig(tree=tree, instances=instances, sources=sources, free_keys=free_keys)
+    relays = find_environment_relays(tree, sources, instances)
+    return ComposedConfig(tree=tree, instances=instances, sources=sources, free_keys=free_keys, relays=relays)
+
+
+def _with_directives(cfg: DictConfig, sources: Sources) -> tuple[DictConfig, Sources]:
+    """NeMo Gym's `_inherit_from` / `_copy` / `_delete_key`, applied before `${...}` is resolved."""
+    container = OmegaConf.to_container(cfg, resolve=False)
+    assert isinstance(container, dict)
+    plain = {str(key): value for key, value in container.items()}
+    applied, sources = apply_directives(plain, sources)
+    if applied is plain:
+        return cfg, sources
+    return OmegaConf.create(applied), sources
 
 
 def _env_yaml(dotenv_path: str | None, cwd: Path) -> Path:

@@ -11,12 +11,13 @@ from __future__ import annotations
 import difflib
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Literal, TypeVar
+from typing import Any, ClassVar, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
 from pydantic_core import ErrorDetails
 
 from ng_cli.config.instances import ServerInstance
+from ng_cli.config.nemo_gym import NemoGymKey, NemoGymKeyUse, split_nemo_gym_keys
 from ng_cli.config.secrets import MASK, is_secret_key, mask
 from ng_cli.config.sources import Sources
 from ng_cli.errors import ConfigError
@@ -52,6 +53,15 @@ M = TypeVar("M", bound=BaseModel)
 class _ConfigModel(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
 
+    nemo_gym_keys: ClassVar[dict[str, NemoGymKey]] = {}
+    """NeMo Gym keys accepted at their default with a warning (see `ng_cli.config.nemo_gym`)."""
+    _warnings: tuple[str, ...] = PrivateAttr(default=())
+
+    @property
+    def config_warnings(self) -> tuple[str, ...]:
+        """One line per accepted key that changes nothing here ("file:line  key: why")."""
+        return self._warnings
+
 
 class ServerRef(_ConfigModel):
     """A reference from one server instance to another."""
@@ -75,6 +85,10 @@ class ServerConfig(_ConfigModel):
     """Largest request body accepted (413 above it), counted as it streams in: 32 MiB leaves room
     for the base64 images of a long multimodal conversation."""
 
+    nemo_gym_keys: ClassVar[dict[str, NemoGymKey]] = {
+        "num_workers": NemoGymKey(None, "every server is one asyncio process; concurrency is per request"),
+    }
+
 
 class ModelServerConfig(ServerConfig):
     """A model server (`responses_api_models/<implementation>`)."""
@@ -91,6 +105,10 @@ class ResourcesServerConfig(ServerConfig):
     """Whether the environment's rewards were checked against a reference (NeMo Gym's flag)."""
     value: str | None = None
     """What training on the environment is meant to improve (NeMo Gym's catalogue text)."""
+
+    nemo_gym_keys: ClassVar[dict[str, NemoGymKey]] = {
+        "expose_tools_over_mcp": NemoGymKey(False, "tools are served over HTTP only"),
+    }
 
 
 class DatasetConfig(_ConfigModel):
@@ -110,6 +128,15 @@ class DatasetConfig(_ConfigModel):
     """Accepted for NeMo Gym configs (where to download the file from); not used here."""
     huggingface_identifier: dict[str, Any] | None = None
     """Accepted for NeMo Gym configs (where to download the file from); not used here."""
+    source: dict[str, Any] | None = None
+    """NeMo Gym's unified download source (`{type: gitlab|huggingface, ...}`); not used here:
+    rows are read from `jsonl_fpath`."""
+    prepare_script: str | None = None
+    """NeMo Gym's script that materialises the file; not run here."""
+    prepare_dependencies: list[str] = Field(default_factory=list)
+    """Packages NeMo Gym installs before `prepare_script`; not used here."""
+    taskset: str | None = None
+    """NeMo Gym's taskset identifier for environment servers; not used here."""
 
 
 class AgentServerConfig(ServerConfig):
@@ -121,6 +148,15 @@ class AgentServerConfig(ServerConfig):
     """The model server the agent calls for each turn."""
     datasets: list[DatasetConfig] = Field(default_factory=list)
     """Datasets this agent can be run on."""
+
+    nemo_gym_keys: ClassVar[dict[str, NemoGymKey]] = {
+        "session_close_retry_window_seconds": NemoGymKey(300, "sessions hold no state after /run returns"),
+        "skip_verification": NemoGymKey(False, "every rollout is verified"),
+        "skip_verification_reward": NemoGymKey(0.0, "only read with skip_verification"),
+        "token_id_capture": NemoGymKey(False, "token ids come from the model server's responses"),
+        "tool_accesses": NemoGymKey([], "the agent calls the resources server's tools directly"),
+        "execute_tools": NemoGymKey(True, "the agent always executes the tools the model calls"),
+    }
 
     @model_validator(mode="after")
     def _check_reference_types(self) -> AgentServerConfig:
@@ -162,11 +198,25 @@ def validate_block(
         if not isinstance(target, ServerInstance):
             raise TypeError("validate_block needs a ServerInstance or a block")
         block = target.block
+    kept, uses = split_nemo_gym_keys(model_cls, block)
+    refusals = [_located(use, owner, sources) for use in uses if use.is_error]
     try:
-        return model_cls.model_validate(dict(block))
+        validated = model_cls.model_validate(kept)
     except ValidationError as exc:
-        problems = [_describe(error, model_cls, owner, sources) for error in exc.errors()]
+        problems = refusals + [_describe(error, model_cls, owner, sources) for error in exc.errors()]
         raise ConfigError(_summary(problems, owner, model_cls), hint=_hint(exc.errors(), owner)) from exc
+    if refusals:
+        raise ConfigError(_summary(refusals, owner, model_cls))
+    if isinstance(validated, _ConfigModel):
+        validated._warnings = tuple(_located(use, owner, sources) for use in uses)
+    return validated
+
+
+def _located(use: NemoGymKeyUse, owner: _Owner, sources: Sources | None) -> str:
+    dotted = ".".join(part for part in (owner.key, use.key) if part)
+    origin = (sources.lookup(dotted) if sources else None) or owner.source
+    where = f"{origin}  " if origin else ""
+    return f"{where}{dotted}: {use.message}"
 
 
 @dataclass(frozen=True)

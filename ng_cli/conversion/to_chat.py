@@ -5,10 +5,13 @@ Message rules (docs/conversion.md has the full table):
 - user/system/developer messages flush the pending assistant message and are appended;
   a content list with exactly one text part becomes a plain string, any other list is kept as
   chat parts (`input_text` -> `text`, `input_image` -> `image_url`);
-- assistant text, `reasoning` items (re-wrapped as `<think>...</think>` before the text, in
-  order) and `function_call` items accumulate into ONE assistant message;
+- assistant text, `reasoning` items and `function_call` items accumulate into ONE assistant
+  message; reasoning goes (`reasoning_form`) inline as one `<think>...</think>` per content or
+  summary part before the text, or as the `reasoning_content` / `reasoning` fields that chat
+  templates such as gpt-oss's read (vLLM's reasoning parser is on), or is dropped;
 - `function_call_output` flushes and becomes a `tool` message; flush at the end;
-- the token-id fields of items are never sent (they are not chat message fields).
+- the token-id fields of items are sent on the assistant message only with `keeps_token_ids`
+  (NeMo RL's worker splices the earlier turns' exact tokens from them), never otherwise.
 
 The result is a plain dict because it goes straight to orjson; its keys are the `ChatRequest`
 fields (`ng_cli.protocol.chat`).
@@ -16,7 +19,7 @@ fields (`ng_cli.protocol.chat`).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 import orjson
 
@@ -38,7 +41,20 @@ from ng_cli.protocol.responses import (
     ToolChoiceFunction,
 )
 
-__all__ = ["METADATA_CHAT_TEMPLATE_KWARGS", "METADATA_EXTRA_BODY", "to_chat_messages", "to_chat_request"]
+__all__ = [
+    "METADATA_CHAT_TEMPLATE_KWARGS",
+    "METADATA_EXTRA_BODY",
+    "ReasoningField",
+    "ReasoningForm",
+    "to_chat_messages",
+    "to_chat_request",
+]
+
+ReasoningForm = Literal["inline", "field", "drop"]
+"""How earlier reasoning goes back to vLLM: `<think>` in content, message fields, or not at all."""
+ReasoningField = Literal["both", "reasoning", "reasoning_content"]
+"""Which message field(s) carry it in the "field" form: vLLM < 0.16 reads `reasoning_content`."""
+_TOKEN_FIELDS = ("prompt_token_ids", "generation_token_ids", "generation_log_probs")
 
 METADATA_CHAT_TEMPLATE_KWARGS = "chat_template_kwargs"
 """`metadata` key whose value is a JSON object string merged over the configured kwargs."""
@@ -57,6 +73,9 @@ def to_chat_request(
     replace_developer_role_with_system: bool = False,
     chat_template_kwargs: dict[str, Any] | None = None,
     extra_body: dict[str, Any] | None = None,
+    reasoning_form: ReasoningForm = "inline",
+    reasoning_field: ReasoningField = "both",
+    keeps_token_ids: bool = False,
 ) -> dict[str, Any]:
     """Translate a Responses request into vLLM's chat body; raises ConversionError (HTTP 400).
 
@@ -65,8 +84,7 @@ def to_chat_request(
     `chat_template_kwargs` are merged key by key: config < body < `metadata["chat_template_kwargs"]`.
     The token-id switches are applied last so nothing can turn them off.
 
-    `uses_reasoning_parser` does not change the request: reasoning items are re-wrapped as
-    `<think>` either way, since that is the only text form the model has seen.
+    Earlier reasoning is sent in `reasoning_form` (the model server picks it from its config).
     """
     _reject_unsupported(request)
     body: dict[str, Any] = {
@@ -75,6 +93,9 @@ def to_chat_request(
             request.input,
             instructions=request.instructions,
             replace_developer_role_with_system=replace_developer_role_with_system,
+            reasoning_form=reasoning_form,
+            reasoning_field=reasoning_field,
+            keeps_token_ids=keeps_token_ids,
         ),
     }
     _add_sampling(body, request)
@@ -106,24 +127,32 @@ def to_chat_request(
 class _PendingAssistant:
     """Assistant text, reasoning and tool calls waiting to become one assistant message."""
 
-    __slots__ = ("reasoning", "text", "tool_calls")
+    __slots__ = ("form", "reasoning", "reasoning_field", "text", "token_fields", "tool_calls")
 
-    def __init__(self) -> None:
+    def __init__(self, form: ReasoningForm, reasoning_field: ReasoningField) -> None:
+        self.form = form
+        self.reasoning_field = reasoning_field
         self.reasoning: list[str] = []
         self.text: list[str] = []
         self.tool_calls: list[dict[str, Any]] = []
+        self.token_fields: dict[str, Any] = {}
 
     def flush_into(self, messages: list[dict[str, Any]]) -> None:
         if not (self.reasoning or self.text or self.tool_calls):
             return
-        message: dict[str, Any] = {
-            "role": "assistant",
-            "content": wrap_reasoning(self.reasoning) + "".join(self.text),
-        }
+        inline = wrap_reasoning(self.reasoning) if self.form == "inline" else ""
+        message: dict[str, Any] = {"role": "assistant", "content": inline + "".join(self.text)}
+        if self.form == "field" and self.reasoning:
+            joined = "\n".join(self.reasoning)
+            if self.reasoning_field in ("both", "reasoning_content"):
+                message["reasoning_content"] = joined
+            if self.reasoning_field in ("both", "reasoning"):
+                message["reasoning"] = joined
         if self.tool_calls:
             message["tool_calls"] = self.tool_calls
+        message.update(self.token_fields)
         messages.append(message)
-        self.reasoning, self.text, self.tool_calls = [], [], []
+        self.reasoning, self.text, self.tool_calls, self.token_fields = [], [], [], {}
 
 
 def to_chat_messages(
@@ -131,6 +160,9 @@ def to_chat_messages(
     *,
     instructions: str | None = None,
     replace_developer_role_with_system: bool = False,
+    reasoning_form: ReasoningForm = "inline",
+    reasoning_field: ReasoningField = "both",
+    keeps_token_ids: bool = False,
 ) -> list[dict[str, Any]]:
     """The chat `messages` for a Responses `input` (and `instructions`)."""
     messages: list[dict[str, Any]] = []
@@ -139,8 +171,10 @@ def to_chat_messages(
     if isinstance(items, str):
         messages.append({"role": "user", "content": items})
         return messages
-    pending = _PendingAssistant()
+    pending = _PendingAssistant(reasoning_form, reasoning_field)
     for index, item in enumerate(items):
+        if keeps_token_ids and not isinstance(item, FunctionCallOutputItem):
+            pending.token_fields.update(_token_fields(item))
         if isinstance(item, MessageItem):
             if item.role == "assistant":
                 pending.text.append(_assistant_text(item.content, index))
@@ -159,9 +193,8 @@ def to_chat_messages(
                 }
             )
         elif isinstance(item, ReasoningItem):
-            text = _reasoning_text(item)
-            if text is not None:
-                pending.reasoning.append(text)
+            if reasoning_form != "drop":
+                pending.reasoning.extend(_reasoning_parts(item))
         elif isinstance(item, FunctionCallOutputItem):
             pending.flush_into(messages)
             output = item.output if isinstance(item.output, str) else _joined_text(item.output, index)
@@ -176,13 +209,17 @@ def to_chat_messages(
     return messages
 
 
-def _reasoning_text(item: ReasoningItem) -> str | None:
-    """Full `content` text when present, else the summary; None if the item has neither."""
+def _reasoning_parts(item: ReasoningItem) -> list[str]:
+    """The full `content` text when present (one part), else one part per summary part."""
     if item.content:
-        return "".join(part.text for part in item.content)
-    if item.summary:
-        return "\n".join(part.text for part in item.summary)
-    return None
+        return ["".join(part.text for part in item.content)]
+    return [part.text for part in item.summary or []]
+
+
+def _token_fields(item: InputItem) -> dict[str, Any]:
+    """The token-id fields an assistant-side item carries (the last such item of a turn wins)."""
+    fields = {name: getattr(item, name, None) for name in _TOKEN_FIELDS}
+    return {name: value for name, value in fields.items() if value is not None}
 
 
 def _chat_content(content: str | list[ContentPart], index: int) -> str | list[dict[str, Any]]:

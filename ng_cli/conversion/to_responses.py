@@ -3,8 +3,9 @@
 Output items, in this order:
 1. reasoning from vLLM's own parser (`reasoning`, or `reasoning_content` before vLLM 0.16),
    only when `uses_reasoning_parser` is true (else ReasoningParserConflictError, per the seed);
-2. with `uses_reasoning_parser`, one reasoning item per `<think>` block of the content, in order;
-   an unclosed block (cut by max_tokens) is a reasoning item with status "incomplete";
+2. with `uses_reasoning_parser`, the `<think>` blocks of the content, in order; all reasoning of
+   the message is ONE reasoning item with one summary part per block (NeMo Gym's shape), whose
+   status is "incomplete" when a block is unclosed (cut by max_tokens);
 3. the remaining text as one assistant message, when it is not blank or when nothing else
    was produced (a response always has at least one item);
 4. one `function_call` item per tool call (call_id = vLLM's tool call id).
@@ -78,15 +79,20 @@ def to_output_items(
 ) -> list[dict[str, Any]]:
     """The Responses output items of one generated chat message (see the module docstring)."""
     items: list[dict[str, Any]] = []
+    parts: list[str] = []
+    is_complete = True
     parsed = message.reasoning if message.reasoning is not None else message.reasoning_content
     if parsed:
         if not uses_reasoning_parser:
             raise _reasoning_conflict(message)
-        items.append(_reasoning_item(parsed, is_complete=True))
+        parts.append(parsed)
     text = message.content or ""
     if uses_reasoning_parser:
         blocks, text = split_reasoning(text)
-        items.extend(_reasoning_item(block.text, is_complete=block.is_complete) for block in blocks)
+        parts.extend(block.text for block in blocks)
+        is_complete = all(block.is_complete for block in blocks)
+    if parts:  # one reasoning item, one summary part per block (as NeMo Gym returns it)
+        items.append(_reasoning_item(parts, is_complete=is_complete))
     if text.strip() or not (items or message.tool_calls):
         items.append(_message_item(text))
     items.extend(_function_call_item(call) for call in message.tool_calls)
@@ -95,11 +101,11 @@ def to_output_items(
     return items
 
 
-def _reasoning_item(text: str, *, is_complete: bool) -> dict[str, Any]:
+def _reasoning_item(parts: list[str], *, is_complete: bool) -> dict[str, Any]:
     return {
         "id": f"rs_{uuid.uuid4().hex}",
         "type": "reasoning",
-        "summary": [{"type": "summary_text", "text": text}],
+        "summary": [{"type": "summary_text", "text": text} for text in parts],
         "status": "completed" if is_complete else "incomplete",
     }
 

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from ng_cli.config.compose import ComposedConfig
+from ng_cli.config.environments import EnvironmentRelay
 from ng_cli.config.instances import ServerInstance
 from ng_cli.config.paths import display_path, implementation_dir
 from ng_cli.config.schema import validate_block
@@ -39,6 +40,7 @@ __all__ = [
     "StackPlan",
     "engine_plans",
     "head_url_from_config",
+    "instance_sources",
     "plan_stack",
     "read_seconds",
 ]
@@ -71,6 +73,8 @@ class ServerPlan:
     config: dict[str, Any] = field(repr=False)
     """The instance block, secrets included: it goes only into the 0600 spec file."""
     source: str | None = None
+    sources: dict[str, str] = field(default_factory=dict, repr=False)
+    """Dotted key -> "file:line" of the instance's keys (for errors at start)."""
     spec_path: Path | None = None
     command: tuple[str, ...] = ()
     """The child's argv (the spec path only, never config or secrets); empty for the head."""
@@ -103,6 +107,8 @@ class StackPlan:
     ready_timeout_s: float = DEFAULT_READY_TIMEOUT_S
     engines: tuple[InstanceEngines, ...] = ()
     """The vLLM engines to start before the servers, per local_vllm_model instance."""
+    relays: dict[str, EnvironmentRelay] = field(default_factory=dict)
+    """NeMo Gym environment servers (legacy_agent relays) by name, each served by its agent."""
 
     @property
     def processes(self) -> tuple[ServerPlan, ...]:
@@ -165,6 +171,7 @@ class StackPlan:
             head_url=self.head.url,
             session_secret=self.session_secret,
             source=server.source,
+            sources=server.sources,
         )
 
     def describe(self) -> list[dict[str, Any]]:
@@ -181,6 +188,18 @@ class StackPlan:
                 "source": process.source or "-",
             }
             for process in self.processes
+        ] + [
+            {
+                "name": name,
+                "kind": "relay",
+                "implementation": "legacy_agent",
+                "address": f"(served by agent '{relay.agent}')",
+                "app_path": "-",
+                "command": "-",
+                "config": {},
+                "source": relay.source or "-",
+            }
+            for name, relay in self.relays.items()
         ]
 
 
@@ -212,6 +231,7 @@ def plan_stack(
         masked_config=mask(config.tree),
         ready_timeout_s=read_seconds(config, "ready_timeout_s", DEFAULT_READY_TIMEOUT_S),
         engines=engine_plans(config, env=os.environ if env is None else env, python=engine_python),
+        relays=dict(config.relays),
     )
 
 
@@ -318,9 +338,20 @@ def _server_plan(
         ),
         config=block,
         source=instance.source,
+        sources=instance_sources(config, instance),
         spec_path=spec_path,
         command=(python, "-m", CHILD_MODULE, str(spec_path)),
     )
+
+
+def instance_sources(config: ComposedConfig, instance: ServerInstance) -> dict[str, str]:
+    """Where each key of the instance's block was written (newest origin), by full dotted key."""
+    prefix = instance.key + "."
+    return {
+        key: origin
+        for key, origin in config.sources.items()
+        if key == instance.key or key.startswith(prefix) or key == instance.name
+    }
 
 
 def _host(block: Mapping[str, Any], what: str, where: str | None) -> str:

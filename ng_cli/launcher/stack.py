@@ -151,8 +151,9 @@ class Stack:
         shutil.rmtree(self.plan.run_dir, ignore_errors=True)
 
     def servers_status(self) -> list[dict[str, Any]]:
-        """What the head server's `/servers` answers: one entry per server instance."""
-        return [
+        """What the head server's `/servers` answers: one entry per server instance, then one per
+        environment server relay (NeMo Gym's legacy_agent), with its agent's URL and state."""
+        servers = [
             {
                 "name": server.name,
                 "server_type": server.server_type,
@@ -164,6 +165,20 @@ class Stack:
             }
             for server in self.plan.servers
         ]
+        by_name = {entry["name"]: entry for entry in servers}
+        relays = [
+            {
+                **by_name[relay.agent],
+                "name": name,
+                "server_type": "environment_servers",
+                "kind": "relay",
+                "implementation": "legacy_agent",
+                "relays_to": relay.agent,
+            }
+            for name, relay in self.plan.relays.items()
+            if relay.agent in by_name
+        ]
+        return servers + relays
 
     def write_ready_file(self, path: Path) -> None:
         """Write the stack's addresses and pids as JSON, atomically (for scripts and tests)."""

@@ -21,6 +21,7 @@ from rich.console import Console
 from ng_cli.config.compose import ComposedConfig
 from ng_cli.config.secrets import mask
 from ng_cli.errors import ConfigError, LaunchError
+from ng_cli.launcher.check import check_instances, print_warnings
 from ng_cli.launcher.plan import StackPlan, plan_stack
 from ng_cli.launcher.process import LineSink
 from ng_cli.launcher.render import engine_notes, engines_table, plan_table, ready_table
@@ -37,6 +38,7 @@ RUN_OPTIONS = frozenset(
 
 def launch(config: ComposedConfig, *, console: Console, sink: LineSink | None = None) -> int:
     """`ng_run`'s body: print the plan (`+dry_run=true`) or run the stack; returns the exit code."""
+    print_warnings(check_instances(config))  # what start-up would refuse is refused here
     if config.get("dry_run") is True:
         plan = plan_stack(config, run_dir=Path(tempfile.gettempdir()) / "ng_run-dry-run")
         _print_engine_plan(plan, console)

@@ -65,10 +65,10 @@ async def _list_servers(http: HttpClient, config: CollectConfig) -> dict[str, Ma
 def _check_known(
     wanted: list[str], servers: Mapping[str, Mapping[str, Any]], config: CollectConfig, summary: InputSummary
 ) -> None:
-    agents = sorted(name for name, entry in servers.items() if entry.get("server_type") == AGENT_SERVER_TYPE)
+    agents = sorted(name for name, entry in servers.items() if _serves_run(entry))
     for name in wanted:
         entry = servers.get(name)
-        if entry is not None and entry.get("server_type") == AGENT_SERVER_TYPE:
+        if entry is not None and _serves_run(entry):
             continue
         what = "is not part of the stack" if entry is None else f"is a {entry.get('server_type')} server"
         close = difflib.get_close_matches(name, agents, n=1)
@@ -78,3 +78,8 @@ def _check_known(
             raise ConfigError(f"+agent_name={name}: '{name}' {what} ({config.head_server_url})", hint=hint)
         line = summary.first_line_of_agent[name]
         raise DataError(f"{summary.path}:{line}: unknown agent '{name}': it {what}", hint=hint)
+
+
+def _serves_run(entry: Mapping[str, Any]) -> bool:
+    """An agent, or a NeMo Gym environment server relayed to one (its URL is the agent's)."""
+    return entry.get("server_type") == AGENT_SERVER_TYPE or bool(entry.get("relays_to"))

@@ -17,6 +17,7 @@ from pathlib import Path
 import uvicorn
 
 from ng_cli.errors import NgError
+from ng_cli.servers.check import BlockCheck, validated_config
 from ng_cli.servers.loading import load_server_class
 from ng_cli.servers.redaction import redact_logging
 from ng_cli.servers.spec import ServerSpec, read_spec
@@ -29,7 +30,16 @@ _PR_SET_PDEATHSIG = 1
 def serve(spec: ServerSpec) -> None:
     """Build the server described by `spec` and serve until SIGINT/SIGTERM."""
     server_class = load_server_class(Path(spec.app_path))
-    config = server_class.validate_config(spec.config, instance=spec.name, source=spec.source)
+    check = BlockCheck(
+        name=spec.name,
+        server_type=spec.server_type,
+        implementation=spec.implementation,
+        app_path=spec.app_path,
+        config=spec.config,
+        source=spec.source,
+        sources=spec.sources,
+    )
+    config = validated_config(server_class, check)  # exactly what ng_run checked before starting
     server = server_class(
         config,
         name=spec.name,

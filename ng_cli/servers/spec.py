@@ -44,6 +44,8 @@ class ServerSpec(BaseModel):
     session_secret: str
     source: str | None = None
     """The config file the instance came from, for error messages."""
+    sources: dict[str, str] = {}
+    """Dotted key -> "file:line" of the instance's keys, so errors at start name the key's line."""
 
     @property
     def url(self) -> str:

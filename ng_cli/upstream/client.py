@@ -64,6 +64,7 @@ class UpstreamClient:
         deadline_s: float,
         down_grace_s: float = 300.0,
         on_endpoint_down: Callable[[Endpoint], None] | None = None,
+        default_headers: Mapping[str, str] | None = None,
     ) -> None:
         self.http = http
         self.pool = pool
@@ -73,7 +74,8 @@ class UpstreamClient:
         self.deadline_s = deadline_s
         self.down_grace_s = down_grace_s
         self.on_endpoint_down = on_endpoint_down
-        self.headers: Mapping[str, str] = {"Authorization": f"Bearer {api_key}"}
+        extra = {k: v for k, v in (default_headers or {}).items() if k.lower() != "authorization"}
+        self.headers: Mapping[str, str] = {**extra, "Authorization": f"Bearer {api_key}"}
         self._rejoined = asyncio.Event()
 
     def notify_rejoined(self) -> None:

@@ -8,15 +8,16 @@ implicit defaults"), so a missing one is a config error that names it.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 from urllib.parse import urlsplit, urlunsplit
 
 from pydantic import Field, SecretStr, field_validator, model_validator
 
+from ng_cli.config.nemo_gym import NemoGymKey
 from ng_cli.config.schema import ModelServerConfig
 from ng_cli.servers.http import RetryPolicy, Timeouts
 
-__all__ = ["OpenAIModelConfig", "UpstreamConfig", "VllmModelConfig", "root_url_of"]
+__all__ = ["OpenAIModelConfig", "UpstreamConfig", "VllmModelConfig", "checked_url", "root_url_of"]
 
 
 class UpstreamConfig(ModelServerConfig):
@@ -53,6 +54,23 @@ class UpstreamConfig(ModelServerConfig):
     engines."""
     startup_wait_s: float = Field(default=0.0, ge=0)
     """At start, how long to keep trying when no endpoint answers yet (0: fail at once)."""
+    default_headers: dict[str, str] = Field(default_factory=dict)
+    """Extra HTTP headers on every upstream request (NeMo Gym's key); `Authorization` is always
+    the api_key's."""
+    endpoint_file: str | None = None
+    """A file holding the current upstream URL(s), one per line (NeMo Gym's key). It is re-read
+    while running: when an RL trainer restarts or moves its engines and rewrites the file, new
+    sessions go to the new URLs, requests in flight on the old ones finish there (drain), and
+    the old endpoints leave the pool. `base_url` is used until the file exists."""
+    endpoint_stale_grace_s: float = Field(default=300.0, gt=0)
+    """How long the endpoint file may stay missing or empty before the last URLs are given up
+    and requests answer 503 (NeMo Gym's key)."""
+    endpoint_connection_retries: int | None = Field(default=8, ge=0, le=19)
+    """With `endpoint_file`: retries per call after the first attempt (so `max_attempts` is this
+    plus one), giving a call room to reach the engine's new address (NeMo Gym's key; null keeps
+    `max_attempts`)."""
+    endpoint_check_interval_s: float = Field(default=10.0, gt=0)
+    """With `endpoint_file`: seconds between checks of the file's modification time."""
 
     @field_validator("base_url")
     @classmethod
@@ -62,7 +80,7 @@ class UpstreamConfig(ModelServerConfig):
         urls = [value] if isinstance(value, str) else value
         if not urls:
             raise ValueError("base_url is an empty list; give at least one URL")
-        cleaned = [_checked_url(url) for url in urls]
+        cleaned = [checked_url(url) for url in urls]
         duplicates = sorted({url for url in cleaned if cleaned.count(url) > 1})
         if duplicates:
             raise ValueError(f"base_url lists {duplicates} more than once")
@@ -93,9 +111,10 @@ class UpstreamConfig(ModelServerConfig):
         )
 
     def retry_policy(self) -> RetryPolicy:
-        return RetryPolicy(
-            max_attempts=self.max_attempts, backoff_s=self.backoff_s, max_backoff_s=self.max_backoff_s
-        )
+        attempts = self.max_attempts
+        if self.endpoint_file is not None and self.endpoint_connection_retries is not None:
+            attempts = self.endpoint_connection_retries + 1
+        return RetryPolicy(max_attempts=attempts, backoff_s=self.backoff_s, max_backoff_s=self.max_backoff_s)
 
 
 class VllmModelConfig(UpstreamConfig):
@@ -114,6 +133,51 @@ class VllmModelConfig(UpstreamConfig):
     token_id_source: Literal["auto", "tokenize"] = "auto"
     """Where token ids come from: vLLM's `return_token_ids` when it sends them, else (or always,
     with "tokenize") `token_id:<n>` logprobs plus `POST /tokenize` for the prompt."""
+    request_prompt_and_generation_token_ids: bool | None = None
+    """NeMo Gym's switch for the token-id source: true asks vLLM for `return_token_ids` (as
+    token_id_source "auto"), false uses logprobs plus `/tokenize` (as "tokenize"); unset leaves
+    `token_id_source` in charge."""
+    uses_interleaved_reasoning: bool = True
+    """With `uses_reasoning_parser`: send earlier turns' reasoning back to vLLM (false drops it
+    from the history, as NeMo Gym does)."""
+    reasoning_field: Literal["both", "reasoning", "reasoning_content"] = "both"
+    """Which field carries earlier reasoning on assistant messages sent to vLLM when
+    `uses_reasoning_parser` is on: vLLM < 0.16 reads `reasoning_content`, later ones `reasoning`."""
+    preserve_reasoning_in_assistant_content: bool = False
+    """Send earlier reasoning inline as `<think>...</think>` in `content` even with
+    `uses_reasoning_parser` (for templates trained on that form)."""
+    sampling_overrides: dict[str, Any] | None = None
+    """Sampling fields (temperature, top_p, ...) put on every request to vLLM, replacing what the
+    caller sent: on-policy training pins the distribution the policy is optimised under."""
+
+    nemo_gym_keys: ClassVar[dict[str, NemoGymKey]] = {
+        "propagate_context_overflow_errors": NemoGymKey(
+            False, "a context overflow is answered as an empty response marked incomplete and counted"
+        ),
+        "sequential_reasoning_allowed": NemoGymKey(
+            True, "a response may hold several reasoning items; none is dropped"
+        ),
+        "supply_prefix_token_ids": NemoGymKey(False, "stock vLLM has no required_prefix_token_ids extension"),
+        "is_responses_native": NemoGymKey(False, "requests always go through vLLM's Chat Completions API"),
+        "forward_request_chat_template_kwargs": NemoGymKey(
+            False,
+            "a request's own chat_template_kwargs are merged over the configured ones here "
+            "(set chat_template_kwargs in the config to pin them)",
+        ),
+        "continue_final_assistant_message": NemoGymKey(
+            False, "a final assistant message in the input always starts a new assistant turn"
+        ),
+        "forward_session_id_as_conversation_id": NemoGymKey(
+            False, "conversation_params (a TensorRT-LLM extension) is never sent"
+        ),
+        "audio_root": NemoGymKey(None, "audio input is not supported"),
+        "use_completions_api": NemoGymKey(False, "vLLM's /v1/completions path is not implemented"),
+        "render_chat_template": NemoGymKey(False, "only read with use_completions_api"),
+        "tokenizer": NemoGymKey(None, "only read with use_completions_api"),
+        "token_id_capture_non_generating_requests": NemoGymKey(
+            [], "token ids are attached per response (return_token_id_information)"
+        ),
+    }
 
     @field_validator("base_url")
     @classmethod
@@ -135,9 +199,44 @@ class VllmModelConfig(UpstreamConfig):
 class OpenAIModelConfig(UpstreamConfig):
     """`responses_api_models/openai_model`: pass-through to any OpenAI-compatible endpoint."""
 
+    extra_body: dict[str, Any] | None = None
+    """Fields added to every request body (a request's own keys win), as NeMo Gym's."""
+    drop_input_reasoning_items: bool = False
+    """Strip `reasoning` items from a Responses request's input before forwarding it (for
+    endpoints that fail on their own content-less reasoning items echoed back)."""
     check_model_at_startup: bool = True
     """Fail at start when `GET <base_url>/models` does not list `model` (turn off for servers
     that do not list their models, e.g. some Azure deployments)."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _nemo_gym_names(cls, data: Any) -> Any:
+        """NeMo Gym's openai_model writes `openai_base_url`, `openai_api_key`, `openai_model`,
+        `openai_default_headers` and `max_http_attempts`; they mean our keys of the same name."""
+        if not isinstance(data, dict):
+            return data
+        renamed = dict(data)
+        for theirs, ours in _OPENAI_NAMES.items():
+            if theirs not in renamed:
+                continue
+            if ours in renamed:
+                raise ValueError(f"give either {ours} or NeMo Gym's {theirs}, not both")
+            renamed[ours] = renamed.pop(theirs)
+        return renamed
+
+    nemo_gym_keys: ClassVar[dict[str, NemoGymKey]] = {
+        "max_concurrent_requests": NemoGymKey(None, "in-flight requests are not capped per server"),
+        "token_id_capture_non_generating_requests": NemoGymKey([], "openai_model never attaches token ids"),
+    }
+
+
+_OPENAI_NAMES = {
+    "openai_base_url": "base_url",
+    "openai_api_key": "api_key",
+    "openai_model": "model",
+    "openai_default_headers": "default_headers",
+    "max_http_attempts": "max_attempts",
+}
 
 
 def root_url_of(base_url: str) -> str:
@@ -149,7 +248,8 @@ def root_url_of(base_url: str) -> str:
     return urlunsplit(parts._replace(path=path, query="", fragment=""))
 
 
-def _checked_url(url: str) -> str:
+def checked_url(url: str) -> str:
+    """`url` without a trailing slash; ValueError unless it is an http(s) URL without query."""
     parts = urlsplit(url.strip())
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise ValueError(f"expected an http(s) URL such as http://localhost:8000/v1, got {url!r}")

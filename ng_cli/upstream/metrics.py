@@ -88,6 +88,11 @@ class UpstreamMetrics:
             endpoint.base_url: EndpointMetrics(self, endpoint.base_url) for endpoint in pool.endpoints
         }
 
+    def track(self, base_url: str) -> None:
+        """Per-endpoint series for an endpoint added while running (`endpoint_file`)."""
+        if base_url not in self.endpoints:
+            self.endpoints[base_url] = EndpointMetrics(self, base_url)
+
     def record_usage(self, usage: object) -> None:
         """Count tokens from a chat `usage` object (a dict); anything else is ignored."""
         if not isinstance(usage, dict):

@@ -18,6 +18,10 @@ Routing: a session keeps the endpoint it was first given (affinity) while that e
 healthy. A new session, or one whose endpoint is down, goes to the healthy endpoint with the
 fewest requests in flight; ties rotate, so idle endpoints share new sessions evenly. Moving a
 session off a down endpoint is a failover, and is counted.
+
+The list of endpoints can be replaced while running (`replace`, for `endpoint_file`): URLs that
+stay keep their state; the others are retired, which drains them: requests already in flight
+finish there, no new request goes there, and their sessions move (not counted as failovers).
 """
 
 from __future__ import annotations
@@ -44,6 +48,8 @@ class Endpoint:
     readmit_at: float = 0.0
     """Monotonic time before which a successful probe does not bring the endpoint back."""
     last_error: str | None = None
+    is_retired: bool = False
+    """No longer listed (the endpoint file moved on); only in-flight requests still use it."""
 
     def __repr__(self) -> str:
         state = "healthy" if self.is_healthy else f"down ({self.last_error})"
@@ -79,6 +85,33 @@ class EndpointPool:
         """Monotonic time when the last healthy endpoint went down; None while one is up."""
         self._affinity: OrderedDict[str, Endpoint] = OrderedDict()
         self._cursor = 0
+        self._next_index = len(self.endpoints)
+        self.unlisted_reason: str | None = None
+        """Why the pool has no endpoints at all (set when `replace` empties it)."""
+
+    def replace(
+        self, base_urls: Sequence[str], *, root_urls: Sequence[str] | None = None, reason: str | None = None
+    ) -> tuple[list[Endpoint], list[Endpoint]]:
+        """Serve `base_urls` from now on; (added, retired) endpoints. Kept URLs keep their state."""
+        roots = list(root_urls) if root_urls is not None else list(base_urls)
+        current = {endpoint.base_url: endpoint for endpoint in self.endpoints}
+        kept: list[Endpoint] = []
+        added: list[Endpoint] = []
+        for url, root in zip(base_urls, roots, strict=True):
+            endpoint = current.pop(url, None)
+            if endpoint is None:
+                endpoint = Endpoint(index=self._next_index, base_url=url, root_url=root)
+                self._next_index += 1
+                added.append(endpoint)
+            kept.append(endpoint)
+        retired = list(current.values())
+        for endpoint in retired:
+            endpoint.is_retired = True
+            endpoint.is_healthy = False
+            endpoint.last_error = "retired: no longer listed in the endpoint file"
+        self.endpoints = tuple(kept)
+        self.unlisted_reason = None if kept else reason
+        return added, retired
 
     # -- routing ------------------------------------------------------------------------------
 
@@ -91,7 +124,7 @@ class EndpointPool:
         chosen = self._least_loaded()
         if chosen is None:
             return None
-        if current is not None:
+        if current is not None and not current.is_retired:
             self.failovers += 1
         if session_id is not None:
             self._remember(session_id, chosen)
@@ -110,17 +143,18 @@ class EndpointPool:
 
     def _least_loaded(self) -> Endpoint | None:
         n = len(self.endpoints)
-        best: Endpoint | None = None
+        best: int | None = None
         best_key: tuple[int, int] | None = None
-        for endpoint in self.endpoints:
+        for position, endpoint in enumerate(self.endpoints):
             if not endpoint.is_healthy:
                 continue
-            key = (endpoint.in_flight, (endpoint.index - self._cursor) % n)
+            key = (endpoint.in_flight, (position - self._cursor) % n)
             if best_key is None or key < best_key:
-                best, best_key = endpoint, key
-        if best is not None:
-            self._cursor = (best.index + 1) % n
-        return best
+                best, best_key = position, key
+        if best is None:
+            return None
+        self._cursor = (best + 1) % n
+        return self.endpoints[best]
 
     def _remember(self, session_id: str, endpoint: Endpoint) -> None:
         self._affinity[session_id] = endpoint
@@ -162,7 +196,7 @@ class EndpointPool:
 
     def record_probe_success(self, endpoint: Endpoint, *, now: float) -> bool:
         """A health probe passed. True if that brought the endpoint back into the pool."""
-        if endpoint.is_healthy or now < endpoint.readmit_at:
+        if endpoint.is_healthy or endpoint.is_retired or now < endpoint.readmit_at:
             return False
         endpoint.is_healthy = True
         endpoint.last_error = None
@@ -176,6 +210,8 @@ class EndpointPool:
 
     def describe_down(self) -> str:
         """One line per down endpoint with its last error, for 503 messages."""
+        if not self.endpoints:
+            return self.unlisted_reason or "no endpoint is listed"
         return "; ".join(
             f"{endpoint.base_url}: {endpoint.last_error or 'down'}"
             for endpoint in self.endpoints

@@ -44,29 +44,45 @@ class HealthProber:
         self.interval_s = interval_s
         self.timeouts = timeouts
         self.on_rejoin = on_rejoin
-        self._kicks = [asyncio.Event() for _ in pool.endpoints]
-        self._tasks: list[asyncio.Task[None]] = []
+        self._kicks: dict[Endpoint, asyncio.Event] = {}
+        self._tasks: dict[Endpoint, asyncio.Task[None]] = {}
+        self._is_started = False
 
     def start(self) -> None:
         """Start one probing task per endpoint (inside the running event loop)."""
-        if self._tasks:
+        self._is_started = True
+        self.sync()
+
+    def sync(self) -> None:
+        """Probe exactly the pool's current endpoints (after `EndpointPool.replace`)."""
+        if not self._is_started:
             return
-        self._tasks = [
-            asyncio.create_task(self._watch(endpoint), name=f"probe {endpoint.base_url}")
-            for endpoint in self.pool.endpoints
-        ]
+        listed = set(self.pool.endpoints)
+        for endpoint in [endpoint for endpoint in self._tasks if endpoint not in listed]:
+            self._tasks.pop(endpoint).cancel()
+            self._kicks.pop(endpoint, None)
+        for endpoint in self.pool.endpoints:
+            if endpoint not in self._tasks:
+                self._kicks[endpoint] = asyncio.Event()
+                self._tasks[endpoint] = asyncio.create_task(
+                    self._watch(endpoint), name=f"probe {endpoint.base_url}"
+                )
 
     async def stop(self) -> None:
-        for task in self._tasks:
+        self._is_started = False
+        tasks = list(self._tasks.values())
+        for task in tasks:
             task.cancel()
-        for task in self._tasks:
+        for task in tasks:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
-        self._tasks = []
+        self._tasks = {}
 
     def kick(self, endpoint: Endpoint) -> None:
         """Re-read the endpoint's state now (it just went down: probe when its cool-down ends)."""
-        self._kicks[endpoint.index].set()
+        kick = self._kicks.get(endpoint)
+        if kick is not None:
+            kick.set()
 
     async def probe(self, endpoint: Endpoint) -> str | None:
         """One probe; None if it passed, else why it failed."""
@@ -80,7 +96,7 @@ class HealthProber:
 
     async def _watch(self, endpoint: Endpoint) -> None:
         loop = asyncio.get_running_loop()
-        kick = self._kicks[endpoint.index]
+        kick = self._kicks[endpoint]
         while True:
             delay_s = self.interval_s if endpoint.is_healthy else max(0.0, endpoint.readmit_at - loop.time())
             if await _wait(kick, delay_s):

@@ -23,6 +23,7 @@ from ng_cli.conversion import (
     to_chat_request,
     to_response,
 )
+from ng_cli.conversion.to_chat import ReasoningForm
 from ng_cli.errors import BadRequestError, ContextOverflowError, InvalidOutputError
 from ng_cli.protocol.responses import ResponsesRequest
 from ng_cli.tokens.contract import TokenContractError, extract_token_info, needs_prompt_tokenization
@@ -59,7 +60,10 @@ class VllmChat:
         self.client = client
         self.metrics = metrics
         self.wants_token_ids = config.return_token_id_information
-        self.uses_tokenize_only = config.token_id_source == "tokenize"
+        asks_engine = config.request_prompt_and_generation_token_ids
+        self.uses_tokenize_only = (
+            config.token_id_source == "tokenize" if asks_engine is None else not asks_engine
+        )
 
     async def respond(self, body: dict[str, Any], *, session_id: str | None) -> dict[str, Any]:
         """A Responses API answer for one `POST /v1/responses` body."""
@@ -73,9 +77,13 @@ class VllmChat:
             replace_developer_role_with_system=config.replace_developer_role_with_system,
             chat_template_kwargs=config.chat_template_kwargs,
             extra_body=config.extra_body,
+            reasoning_form=_reasoning_form(config),
+            reasoning_field=config.reasoning_field,
+            keeps_token_ids=self.wants_token_ids,
         )
         if self.uses_tokenize_only:
             chat.pop("return_token_ids", None)
+        chat.update(config.sampling_overrides or {})
         try:
             completion = await self.client.post("/chat/completions", chat, session_id=session_id)
         except ContextOverflowError as error:
@@ -133,6 +141,7 @@ class VllmChat:
             chat.update(_TOKEN_ID_SWITCHES)
             if self.uses_tokenize_only:
                 del chat["return_token_ids"]
+        chat.update(self.config.sampling_overrides or {})  # the server, not the caller, decides
         return chat
 
     async def _tokenize(
@@ -156,6 +165,14 @@ class VllmChat:
                 hint="use a vLLM that supports return_token_ids (>= 0.10.2) so the ids come from the call itself",
             )
         return tokens
+
+
+def _reasoning_form(config: VllmModelConfig) -> ReasoningForm:
+    """NeMo Gym's rule: with vLLM's reasoning parser, earlier reasoning goes back as message fields
+    (or not at all without interleaved reasoning); `<think>` inline only when asked for."""
+    if not config.uses_reasoning_parser or config.preserve_reasoning_in_assistant_content:
+        return "inline"
+    return "field" if config.uses_interleaved_reasoning else "drop"
 
 
 def _parse_request(body: dict[str, Any]) -> ResponsesRequest:

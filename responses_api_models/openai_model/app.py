@@ -41,10 +41,15 @@ class OpenAIModel(ModelServer[OpenAIModelConfig]):
         """POST `body` (with the configured model) to `<base_url><path>`; the answer as is."""
         if body.get("stream"):
             raise BadRequestError("stream=true is not supported by openai_model", hint="send stream=false")
+        body = {**(self.config.extra_body or {}), **body, "model": self.config.model}
+        if self.config.drop_input_reasoning_items and isinstance(body.get("input"), list):
+            body["input"] = [
+                item
+                for item in body["input"]
+                if not (isinstance(item, dict) and item.get("type") == "reasoning")
+            ]
         try:
-            answer = await self.upstream.client.post(
-                path, {**body, "model": self.config.model}, session_id=session
-            )
+            answer = await self.upstream.client.post(path, body, session_id=session)
         except ContextOverflowError:
             self.upstream.metrics.context_overflows.inc()
             raise

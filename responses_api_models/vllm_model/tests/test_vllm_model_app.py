@@ -284,3 +284,49 @@ async def test_metrics_expose_tokens_latency_health(stub_url: str, http: aiohttp
     assert metric_value(metrics, "ng_model_endpoint_healthy") == 1
     assert metric_value(metrics, "ng_model_in_flight") == 0
     assert "stub-key" not in metrics
+
+
+async def test_sampling_overrides_and_default_headers_reach_vllm_on_both_routes(
+    stub: StubVllm, stub_url: str, http: aiohttp.ClientSession
+) -> None:
+    block = model_block(
+        f"{stub_url}/v1",
+        sampling_overrides={"temperature": 0.6, "top_p": 0.95},
+        default_headers={"X-Run": "rl-7", "Authorization": "Bearer not-this"},
+    )
+    with serve_model(block) as url:
+        status, _ = await post(http, f"{url}/v1/responses", {"input": "hi", "temperature": 1.3})
+        assert status == 200
+        status, _ = await post(
+            http, f"{url}/v1/chat/completions", {"messages": [{"role": "user", "content": "hi"}]}
+        )
+        assert status == 200
+    for body in list(stub.requests)[-2:]:
+        assert (body["temperature"], body["top_p"]) == (0.6, 0.95)  # the server decides, not the caller
+    for headers in list(stub.headers)[-2:]:
+        assert headers["x-run"] == "rl-7"
+        assert headers["authorization"] == "Bearer stub-key"
+
+
+async def test_reasoning_goes_back_as_fields_with_the_parser(
+    stub: StubVllm, stub_url: str, http: aiohttp.ClientSession
+) -> None:
+    turn = [
+        {"role": "user", "content": "q"},
+        {
+            "type": "reasoning",
+            "summary": [{"type": "summary_text", "text": "A"}, {"type": "summary_text", "text": "B"}],
+        },
+        {"role": "assistant", "content": "a"},
+        {"role": "user", "content": "q2"},
+    ]
+    with serve_model(model_block(f"{stub_url}/v1", uses_reasoning_parser=True)) as url:
+        status, _ = await post(http, f"{url}/v1/responses", {"input": turn})
+    assert status == 200
+    assistant = stub.requests[-1]["messages"][1]
+    assert assistant == {
+        "role": "assistant",
+        "content": "a",
+        "reasoning_content": "A\nB",
+        "reasoning": "A\nB",
+    }

@@ -145,3 +145,50 @@ def test_nemo_gym_catalogue_keys_are_accepted_on_resources_servers() -> None:
     )
     with pytest.raises(ConfigError, match="verifed"):
         validate_block(ResourcesServerConfig, {**block, "verifed": True}, instance="math")
+
+
+# -- NeMo Gym keys -------------------------------------------------------------------------------
+
+
+def test_nemo_gym_key_at_its_default_is_one_warning_and_otherwise_refused() -> None:
+    from ng_cli.upstream.config import VllmModelConfig
+
+    block = {
+        "base_url": "http://h:8000/v1",
+        "api_key": "k",
+        "model": "m",
+        "return_token_id_information": False,
+        "uses_reasoning_parser": True,
+        "use_completions_api": False,
+    }
+    config = validate_block(VllmModelConfig, block, instance="policy")
+    assert len(config.config_warnings) == 1
+    assert "'use_completions_api' changes nothing here" in config.config_warnings[0]
+    with pytest.raises(ConfigError) as caught:
+        validate_block(VllmModelConfig, {**block, "use_completions_api": True}, instance="policy")
+    assert "policy.use_completions_api: NeMo Gym's 'use_completions_api' set to True is not supported" in (
+        caught.value.message
+    )
+
+
+def test_openai_model_accepts_nemo_gym_names() -> None:
+    from ng_cli.upstream.config import OpenAIModelConfig
+
+    config = validate_block(
+        OpenAIModelConfig,
+        {
+            "openai_base_url": "http://h/v1",
+            "openai_api_key": "k",
+            "openai_model": "m",
+            "openai_default_headers": {"X-A": "1"},
+            "max_http_attempts": 5,
+        },
+        instance="o",
+    )
+    assert (config.base_url, config.model, config.default_headers, config.max_attempts) == (
+        "http://h/v1",
+        "m",
+        {"X-A": "1"},
+        5,
+    )
+    assert config.config_warnings == ()

@@ -1,0 +1,85 @@
+"""`check_instances`: every server block validated by its own implementation before anything starts.
+
+`ng_run` (dry run included) and `ng_dump_config` call it, so what a server would refuse at
+start is refused first, with the message start-up would print (the same function makes it:
+`ng_cli.servers.check.validated_config`). The app.py files are imported in one short-lived
+child process, never in the launcher.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import orjson
+from rich.console import Console
+from rich.text import Text
+
+from ng_cli.config.compose import ComposedConfig
+from ng_cli.config.paths import implementation_dir
+from ng_cli.errors import ConfigError
+from ng_cli.launcher.plan import instance_sources, plan_stack
+from ng_cli.servers.check import BlockCheck, CheckReport
+
+__all__ = ["CHECK_TIMEOUT_S", "check_instances", "print_warnings"]
+
+CHECK_TIMEOUT_S = 120.0
+"""Longest the check may take (it imports every app.py of the stack once)."""
+
+
+def check_instances(config: ComposedConfig, *, python: str = sys.executable) -> list[str]:
+    """Validate every instance as start-up will; the warnings, or one ConfigError with every problem."""
+    plan_stack(config, run_dir=Path(tempfile.gettempdir()))  # entrypoints, hosts, ports: as ng_run plans
+    checks = [
+        BlockCheck(
+            name=instance.name,
+            server_type=instance.server_type,
+            implementation=instance.implementation,
+            app_path=str(
+                implementation_dir(instance.server_type, instance.implementation)
+                / str(instance.block.get("entrypoint") or "app.py")
+            ),
+            config=instance.block,
+            source=instance.source,
+            sources=instance_sources(config, instance),
+        )
+        for instance in config.instances.values()
+    ]
+    if not checks:
+        return []
+    payload = orjson.dumps([check.model_dump() for check in checks])
+    try:
+        result = subprocess.run(
+            [python, "-m", "ng_cli.servers.check"],
+            input=payload,
+            capture_output=True,
+            timeout=CHECK_TIMEOUT_S,
+            check=False,
+        )
+    except subprocess.TimeoutExpired as exc:
+        raise ConfigError(
+            f"checking the server configs took longer than {CHECK_TIMEOUT_S:g} s (importing the app.py files)"
+        ) from exc
+    if result.returncode != 0:
+        tail = result.stderr.decode(errors="replace").strip().splitlines()[-5:]
+        raise ConfigError("checking the server configs failed:\n" + "\n".join(tail))
+    report = CheckReport.model_validate_json(result.stdout)
+    if len(report.problems) == 1:
+        message, hint = report.problems[0]
+        raise ConfigError(message, hint=hint)
+    if report.problems:
+        listing = "\n".join(message for message, _ in report.problems)
+        hints = "; ".join(dict.fromkeys(hint for _, hint in report.problems if hint))
+        raise ConfigError(
+            f"{len(report.problems)} server configs would be refused at start:\n{listing}", hint=hints or None
+        )
+    return report.warnings
+
+
+def print_warnings(warnings: list[str], console: Console | None = None) -> None:
+    """`warning: ...` lines on stderr (plain text: messages hold brackets)."""
+    console = console or Console(stderr=True, highlight=False, soft_wrap=True)
+    for warning in warnings:
+        console.print(Text.assemble(("warning: ", "bold yellow"), warning))
