@@ -28,7 +28,9 @@ app = make_app(help=__doc__)
 
 @app.command(epilog=_EPILOG)
 def init(
-    overrides: Annotated[list[str] | None, typer.Argument(help="+entrypoint=resources_servers/<name>")] = None,
+    overrides: Annotated[
+        list[str] | None, typer.Argument(help="+entrypoint=resources_servers/<name>")
+    ] = None,
     verbose: Verbose = False,
 ) -> None:
     """Create resources_servers/<name>/ with a tool, a verifier, a config, data, tests and a README."""

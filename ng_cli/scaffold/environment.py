@@ -61,9 +61,7 @@ class NewEnvironment:
 def parse_entrypoint(entrypoint: object, *, root: Path) -> str:
     """The environment name of `resources_servers/<name>`; ConfigError for anything else."""
     if not isinstance(entrypoint, str) or not entrypoint.strip():
-        raise ConfigError(
-            f"entrypoint: expected resources_servers/<name>, got {entrypoint!r}", hint=_HINT
-        )
+        raise ConfigError(f"entrypoint: expected resources_servers/<name>, got {entrypoint!r}", hint=_HINT)
     raw = entrypoint.strip().rstrip("/")
     path = Path(raw)
     if path.is_absolute():
