@@ -32,7 +32,7 @@ from ng_cli.errors import ConfigError, DataError
 from ng_cli.rollouts.failures import read_failures
 from ng_cli.rollouts.metrics import passes
 from ng_cli.rollouts.results import ROLLOUT_KEY, TASK_KEY, read_results
-from ng_cli.rollouts.resume import Fingerprint, OutputPaths
+from ng_cli.rollouts.resume import OutputPaths
 
 __all__ = ["ProfileConfig", "ProfileResult", "TaskStats", "profile_config_from", "profile_rewards"]
 
@@ -182,15 +182,25 @@ def _check_tasks(config: ProfileConfig, paths: OutputPaths) -> int:
         while chunk := file.read(_HASH_CHUNK_BYTES):
             digest.update(chunk)
     count = sum(1 for _ in _tasks(path))
-    if paths.fingerprint.is_file():
-        earlier = Fingerprint.from_json(paths.fingerprint.read_bytes())
-        if earlier.input_sha256 != digest.hexdigest():
-            raise DataError(
-                f"{paths.output} was collected from another input than {path} "
-                f"(sha256 {earlier.input_sha256[:12]}... in {paths.fingerprint.name}, {digest.hexdigest()[:12]}... now)",
-                hint="pass the +input_jsonl_fpath the rollouts were collected from",
-            )
+    recorded = _recorded_input_sha256(paths.fingerprint)
+    if recorded is not None and recorded != digest.hexdigest():
+        raise DataError(
+            f"{paths.output} was collected from another input than {path} "
+            f"(sha256 {recorded[:12]}... in {paths.fingerprint.name}, {digest.hexdigest()[:12]}... now)",
+            hint="pass the +input_jsonl_fpath the rollouts were collected from",
+        )
     return count
+
+
+def _recorded_input_sha256(path: Path) -> str | None:
+    """The input hash the collector's fingerprint records, if there is a readable one."""
+    if not path.is_file():
+        return None
+    try:
+        value = orjson.loads(path.read_bytes()).get("input_sha256")
+    except (orjson.JSONDecodeError, AttributeError) as exc:
+        raise DataError(f"{path}: unreadable fingerprint ({exc})") from exc
+    return value if isinstance(value, str) else None
 
 
 def _read_stats(config: ProfileConfig, paths: OutputPaths, num_tasks: int) -> dict[int, TaskStats]:
