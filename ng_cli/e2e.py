@@ -93,7 +93,11 @@ def collect_end_to_end(config: ComposedConfig, *, console: Console) -> int:
 
 def _run(plan: StackPlan, settings: CollectConfig, console: Console, log: FileSink) -> int:
     with StopSignals() as signals:
-        console.print(f"starting {len(plan.servers)} servers (their output: {log.path}) ...", style="dim")
+        console.print(
+            f"starting {len(plan.servers)} servers (their output: {log.path}) ...",
+            style="dim",
+            soft_wrap=True,
+        )
         stack = Stack.start(plan, sink=log)
         result: CollectResult | None = None
         try:
@@ -115,6 +119,7 @@ def _run(plan: StackPlan, settings: CollectConfig, console: Console, log: FileSi
                 "run the same command again to resume",
                 style="yellow",
                 highlight=False,
+                soft_wrap=True,
             )
             return 128 + signals.signum
     console.print(render_summary(result))
