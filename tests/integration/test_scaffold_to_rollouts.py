@@ -16,50 +16,17 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
 
 import orjson
 import pytest
 
+from tests.fixtures.new_environment import NAME, make_root, ng, read_jsonl
 from tests.fixtures.stub_vllm import StubProcess
 
 pytestmark = pytest.mark.integration
 
-REPO = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
-NAME = "my_env"
 CONFIG = f"+config_paths=[resources_servers/{NAME}/configs/{NAME}.yaml,responses_api_models/vllm_model/configs/vllm_model.yaml]"
-
-
-def make_root(tmp_path: Path) -> tuple[Path, dict[str, str]]:
-    """A repo root with the shipped agents and models, an empty env.yaml and a private TMPDIR."""
-    root = tmp_path / "repo"
-    (root / "resources_servers").mkdir(parents=True)
-    for folder in ("responses_api_agents", "responses_api_models"):
-        (root / folder).symlink_to(REPO / folder)
-    (tmp_path / "env.yaml").write_text("{}\n")
-    (tmp_path / "tmp").mkdir()
-    env = {
-        **os.environ,
-        "NG_REPO_ROOT": str(root),
-        "NG_ENV_YAML": str(tmp_path / "env.yaml"),
-        "TMPDIR": str(tmp_path / "tmp"),  # the stack's run dir (and so the children's argv) is in here
-    }
-    return root, env
-
-
-def ng(
-    command: str, *args: str, cwd: Path, env: dict[str, str], timeout_s: float = 120
-) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [str(BIN / command), *args],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=timeout_s,
-        check=False,
-    )
 
 
 def stub_args(engine: StubProcess) -> list[str]:
@@ -83,10 +50,6 @@ def processes_mentioning(text: str) -> list[str]:
         if text in cmdline:
             found.append(f"{entry.name}: {cmdline}")
     return found
-
-
-def read_jsonl(path: Path) -> list[dict[str, Any]]:
-    return [orjson.loads(line) for line in path.read_bytes().splitlines() if line.strip()]
 
 
 def test_a_new_environment_scores_rollouts_with_no_edit(tmp_path: Path) -> None:
