@@ -7,6 +7,7 @@
                         answers, or LaunchError (with the dead child's last lines)
     watch()             returns when asked to stop; raises LaunchError when a server dies, or an
                         engine dies past its restart budget (earlier deaths restart it)
+    check_alive()       watch's check once, for callers with their own loop
     stop()              SIGTERM to the group, SIGKILL after the grace period, reap, close, clean
 
 `stop()` is idempotent and safe to call from `finally` at any point of `start()`.
@@ -122,11 +123,16 @@ class Stack:
     def watch(self, *, should_stop: Callable[[], bool], poll_s: float = 0.05) -> None:
         """Block until `should_stop()`; raise LaunchError as soon as any child ends."""
         while not should_stop():
-            for child in self.children.values():
-                if child.exit_code() is not None:
-                    raise self._death_error(child, before_ready=False)
-            self.engines.poll()
+            self.check_alive()
             time.sleep(poll_s)
+
+    def check_alive(self) -> None:
+        """Raise LaunchError (naming it, its exit code and last lines) if a server has ended;
+        restart a dead engine, or raise once its restart budget is spent."""
+        for child in self.children.values():
+            if child.exit_code() is not None:
+                raise self._death_error(child, before_ready=False)
+        self.engines.poll()
 
     def stop(self, *, force: bool = False, hurry: Callable[[], bool] = lambda: False) -> None:
         """Stop every child within STOP_TIMEOUT_S: SIGTERM, then SIGKILL; reap; close; clean up.

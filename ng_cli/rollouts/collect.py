@@ -26,7 +26,7 @@ from ng_cli.errors import UpstreamTimeoutError
 from ng_cli.rollouts.config import CollectConfig
 from ng_cli.rollouts.discovery import find_agent_urls
 from ng_cli.rollouts.failures import FailureKind, classify
-from ng_cli.rollouts.inputs import Task, iter_tasks, scan_input
+from ng_cli.rollouts.inputs import Task, iter_tasks, scan_input, with_seed
 from ng_cli.rollouts.progress import NullView, ProgressView, RunStats
 from ng_cli.rollouts.results import to_output_line
 from ng_cli.rollouts.run import CollectResult, RunFiles, close_run, open_run
@@ -136,12 +136,13 @@ class _Collector:
     async def _rollout(self, task: Task, rollout_index: int) -> None:
         """Attempt one rollout until it succeeds, fails for good, or attempts run out."""
         url = f"{self.agent_urls[task.agent]}/run"
+        row = with_seed(task.row, rollout_index) if self.config.num_repeats_add_seed else task.row
         for attempt in range(1, self.config.max_attempts + 1):
             self.stats.attempts += 1
             try:
-                answer = await self._call(url, task.row)
+                answer = await self._call(url, row)
                 line, outcome = to_output_line(
-                    task.row, answer, task_index=task.index, rollout_index=rollout_index
+                    row, answer, task_index=task.index, rollout_index=rollout_index
                 )
             except Exception as error:  # every failure of one rollout is data; cancellation is not caught
                 failure = classify(error, attempt=attempt, task_index=task.index, rollout_index=rollout_index)

@@ -38,6 +38,8 @@ class CollectConfig(BaseModel):
     """Use only the first `limit` rows of the input."""
     num_repeats: int = Field(default=1, ge=1)
     """Rollouts per row (k for pass@k / mean@k)."""
+    num_repeats_add_seed: bool = False
+    """Repeat i of a row sends `seed: i` to the model, so a collection can be repeated exactly."""
     num_samples_in_parallel: int = Field(default=64, ge=1, le=100_000)
     """Rollouts in flight at once (the size of the worker pool)."""
     responses_create_params: dict[str, Any] = Field(default_factory=dict)

@@ -23,7 +23,7 @@ import orjson
 
 from ng_cli.errors import DataError
 
-__all__ = ["InputSummary", "Task", "iter_tasks", "merge_params", "scan_input"]
+__all__ = ["InputSummary", "Task", "iter_tasks", "merge_params", "scan_input", "with_seed"]
 
 AGENT_SERVER_TYPE = "responses_api_agents"
 _MAX_PROBLEMS_SHOWN = 20
@@ -189,3 +189,8 @@ def merge_params(params: Mapping[str, Any], overrides: Mapping[str, Any]) -> dic
         else:
             merged[key] = value
     return merged
+
+
+def with_seed(row: Mapping[str, Any], seed: int) -> dict[str, Any]:
+    """The row with `responses_create_params.seed` set (NeMo Gym's `num_repeats_add_seed`)."""
+    return {**row, "responses_create_params": {**row["responses_create_params"], "seed": seed}}

@@ -5,7 +5,8 @@ skipped and everything else, earlier failures included, is run. That is only cor
 rows and the way they are rolled out are unchanged, so the first run stores a fingerprint in
 `<output stem>_fingerprint.json`:
 
-    input file sha256 and size, agent_name, num_repeats, limit, responses_create_params overrides
+    input file sha256 and size, agent_name, num_repeats, limit, responses_create_params overrides,
+    num_repeats_add_seed
 
 Parallelism, timeouts and retry settings are not part of it: they change how, not what. A
 different fingerprint is a ConfigError that offers `+overwrite=true`.
@@ -75,6 +76,7 @@ class Fingerprint:
     num_repeats: int
     limit: int | None
     responses_create_params: dict[str, Any]
+    num_repeats_add_seed: bool = False
     version: int = FINGERPRINT_VERSION
 
     @classmethod
@@ -86,6 +88,7 @@ class Fingerprint:
             num_repeats=config.num_repeats,
             limit=config.limit,
             responses_create_params=config.responses_create_params,
+            num_repeats_add_seed=config.num_repeats_add_seed,
         )
 
     @classmethod

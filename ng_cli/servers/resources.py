@@ -61,6 +61,9 @@ class ResourcesServer(BaseServer[RC]):
 
     server_type: ClassVar[str] = "resources_servers"
     config_class: ClassVar[type[ResourcesServerConfig]] = ResourcesServerConfig
+    row_model: ClassVar[type[BaseModel] | None] = None
+    """The verifier's inputs on a data row (e.g. `expected_answer`), when the environment declares
+    them: `ng_prepare_data` validates every row of this environment's datasets against it."""
 
     async def seed_session(self, session_id: str, row: Mapping[str, Any]) -> Mapping[str, Any] | None:
         """Prepare per-rollout state from the input row. The default keeps none."""

@@ -142,3 +142,14 @@ def test_merge_params_does_not_mutate_its_inputs() -> None:
     assert merge_params(params, overrides) == {"a": {"b": 1, "c": 2}}
     assert params == {"a": {"b": 1}}
     assert overrides == {"a": {"c": 2}}
+
+
+def test_with_seed_sets_the_seed_and_leaves_the_row_alone() -> None:
+    from ng_cli.rollouts.inputs import with_seed
+
+    row = {"responses_create_params": {"input": "q", "seed": 99, "temperature": 1.0}, "x": 1}
+    assert with_seed(row, 3) == {
+        "responses_create_params": {"input": "q", "seed": 3, "temperature": 1.0},
+        "x": 1,
+    }
+    assert row["responses_create_params"]["seed"] == 99

@@ -68,6 +68,7 @@ def test_parallelism_and_timeouts_are_not_part_of_the_fingerprint(
         ({"num_repeats": 8}, "num_repeats: 4 -> 8"),
         ({"limit": 10}, "limit: null -> 10"),
         ({"responses_create_params": {"temperature": 1.0}}, "responses_create_params"),
+        ({"num_repeats_add_seed": True}, "num_repeats_add_seed: false -> true"),
     ],
 )
 def test_differences_name_each_changed_field(fingerprint: Fingerprint, change: dict, named: str) -> None:
@@ -119,3 +120,11 @@ def test_an_unreadable_fingerprint_is_refused(tmp_path: Path, fingerprint: Finge
     paths.fingerprint.write_text("{not json")
     with pytest.raises(ConfigError, match="unreadable fingerprint"):
         check_resumable(paths, fingerprint, input_path=tmp_path / "in.jsonl")
+
+
+def test_a_fingerprint_written_before_num_repeats_add_seed_still_resumes(fingerprint: Fingerprint) -> None:
+    import orjson
+
+    older = orjson.loads(fingerprint.to_json())
+    del older["num_repeats_add_seed"]
+    assert Fingerprint.from_json(orjson.dumps(older)).differences(fingerprint) == []

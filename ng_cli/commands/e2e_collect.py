@@ -1,0 +1,56 @@
+"""`ng_e2e_collect_rollouts`: start the config's stack, collect one split of its datasets, stop it."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from ng_cli.commands._app import (
+    ConfigFiles,
+    Verbose,
+    composed_config,
+    make_app,
+    make_console,
+    overrides_argument,
+)
+from ng_cli.e2e import collect_end_to_end
+
+__all__ = ["app", "e2e_collect", "main"]
+
+_EPILOG = """\b
+Config keys this command reads (see docs/e2e_collect_rollouts.md):
+  config_paths         the stack (servers, agents with datasets:), as for ng_run
+  split                example, validation or train: every agent's datasets of that type
+  output_jsonl_fpath   scored rollouts; <stem>_inputs/<split>.jsonl (the collated input),
+                       <stem>_servers.log and the collector's files go beside it
+and every ng_collect_rollouts option (num_repeats, num_repeats_add_seed, num_samples_in_parallel,
+limit, responses_create_params, pass_threshold, overwrite, ...), except input_jsonl_fpath.
+Running the same command again resumes. Ctrl-C stops everything and keeps what is finished.
+Exit codes: the collector's (0 all scored, 1 some failed), 2 bad data or config, 1 a server
+died or never got ready, 130 Ctrl-C, 143 SIGTERM.
+Example:
+  ng_e2e_collect_rollouts "+config_paths=[resources_servers/my_env/configs/my_env.yaml,\\
+responses_api_models/vllm_model/configs/vllm_model.yaml]" +split=example +output_jsonl_fpath=results/my_env.jsonl"""
+
+app = make_app(help=__doc__)
+
+
+@app.command(epilog=_EPILOG)
+def e2e_collect(
+    overrides: Annotated[
+        list[str] | None,
+        overrides_argument('"+config_paths=[...]" +split=example +output_jsonl_fpath=out.jsonl'),
+    ] = None,
+    config: ConfigFiles = None,
+    verbose: Verbose = False,
+) -> None:
+    """Collate the split, start the stack, collect every row (resumable), stop the stack."""
+    with composed_config(overrides, config, verbose=verbose) as composed:
+        code = collect_end_to_end(composed, console=make_console(stderr=True))
+    raise typer.Exit(code)
+
+
+def main() -> None:
+    """Console-script entry point (`ng_e2e_collect_rollouts`)."""
+    app()

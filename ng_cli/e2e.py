@@ -1,0 +1,179 @@
+"""One-shot collection: collate a split, start the stack, collect, stop (`ng_e2e_collect_rollouts`).
+
+    collate the split's datasets   bad rows -> exit 2 before anything starts
+    check the collector's options  a bad option -> exit 2 before anything starts
+    Stack.start -> wait_ready      the same launcher as ng_run (head server on a free port)
+    collect_rollouts               the collector itself, given the agents' URLs directly
+    Stack.stop                     always; no process is left behind
+
+Ctrl-C and SIGTERM are a flag (`StopSignals`), read while waiting for readiness and every 0.1 s
+during collection; the collection is then cancelled, which keeps every finished rollout in the
+output (one `os.write` per line) and leaves the run resumable: the same command continues it.
+The collated input sits beside the output (`<stem>_inputs/<split>.jsonl`), so a rerun sees the
+same input file and the collector's fingerprint check passes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import shutil
+import threading
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+from typing import IO
+
+from rich.console import Console
+
+from ng_cli.config.compose import ComposedConfig
+from ng_cli.datasets import SPLITS, datasets_for, prepare_splits
+from ng_cli.errors import ConfigError, LaunchError
+from ng_cli.launcher.plan import HEAD_NAME, StackPlan, plan_stack
+from ng_cli.launcher.signals import StopSignals
+from ng_cli.launcher.stack import Stack, make_run_dir
+from ng_cli.rollouts import CollectConfig, CollectResult, collect_config_from, make_view, render_summary
+from ng_cli.rollouts.collect import collect_rollouts
+from ng_cli.rollouts.progress import ProgressView
+
+__all__ = ["FileSink", "collect_end_to_end", "inputs_dir"]
+
+_POLL_S = 0.1
+
+
+def inputs_dir(output: Path) -> Path:
+    """Where the collated input goes: `results/out.jsonl` -> `results/out_inputs/`."""
+    stem = output.with_suffix("") if output.suffix == ".jsonl" else output
+    return stem.with_name(stem.name + "_inputs")
+
+
+class FileSink:
+    """Children's output, one `[instance] line` per line, to a log file (the console shows progress)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._file: IO[str] = path.open("a", encoding="utf-8")
+        self._lock = threading.Lock()
+
+    def __call__(self, name: str, line: str) -> None:
+        with self._lock:
+            self._file.write(f"[{name}] {line}\n")
+            self._file.flush()
+
+    def close(self) -> None:
+        with self._lock:
+            self._file.close()
+
+
+def collect_end_to_end(config: ComposedConfig, *, console: Console) -> int:
+    """`ng_e2e_collect_rollouts`'s body; returns the collector's exit code (130/143 if interrupted)."""
+    split = _split(config.get("split"))
+    settings = _collect_settings(config, split)
+    console.print(f"{split}: checking the datasets ...", style="dim", highlight=False)
+    datasets = datasets_for(config, (split,))
+    if not datasets:
+        raise ConfigError(
+            f"split: no agent in the config declares a dataset of type {split!r}",
+            hint=f"choose another +split= ({', '.join(SPLITS)}) or add the dataset to an agent's datasets:",
+        )
+    problems = Console(stderr=True, highlight=False, soft_wrap=True)
+    prepare_splits({split: datasets}, settings.input_jsonl_fpath.parent, on_problem=problems.print)
+    run_dir = make_run_dir()
+    try:
+        plan = _on_free_head_port(config, plan_stack(config, run_dir=run_dir))
+    except BaseException:
+        shutil.rmtree(run_dir, ignore_errors=True)
+        raise
+    log = FileSink(settings.output_jsonl_fpath.with_name(settings.output_jsonl_fpath.stem + "_servers.log"))
+    try:
+        return _run(plan, settings, console, log)
+    finally:
+        log.close()
+
+
+def _run(plan: StackPlan, settings: CollectConfig, console: Console, log: FileSink) -> int:
+    with StopSignals() as signals:
+        console.print(
+            f"starting {len(plan.servers)} servers (their output: {log.path}) ...",
+            style="dim",
+            soft_wrap=True,
+        )
+        stack = Stack.start(plan, sink=log)
+        result: CollectResult | None = None
+        try:
+            stack.wait_ready(should_stop=signals.requested)
+            if signals.signum is None:
+                urls = {server.name: server.url for server in stack.plan.servers}
+                settings = settings.model_copy(update={"agent_urls": urls})
+                view = make_view(console, interval_s=settings.progress_interval_s)
+                result = asyncio.run(_collect(settings, view, stack, signals.requested))
+        except LaunchError:
+            if signals.signum is None:  # interrupted during start-up: a clean stop, not a failure
+                raise
+        finally:
+            stack.stop(hurry=signals.hurried)
+        if result is None:
+            assert signals.signum is not None
+            console.print(
+                f"interrupted: finished rollouts are kept in {settings.output_jsonl_fpath}; "
+                "run the same command again to resume",
+                style="yellow",
+                highlight=False,
+                soft_wrap=True,
+            )
+            return 128 + signals.signum
+    console.print(render_summary(result))
+    return result.exit_code
+
+
+async def _collect(
+    settings: CollectConfig, view: ProgressView, stack: Stack, should_stop: Callable[[], bool]
+) -> CollectResult | None:
+    """The collector's result; None when a stop was asked for; LaunchError when a server died."""
+    task = asyncio.create_task(collect_rollouts(settings, view=view))
+    try:
+        while True:
+            done, _ = await asyncio.wait({task}, timeout=_POLL_S)
+            if done:
+                return task.result()
+            if should_stop():
+                return None
+            stack.check_alive()
+    finally:
+        if not task.done():
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+
+def _split(value: object) -> str:
+    if isinstance(value, str) and value in SPLITS:
+        return value
+    raise ConfigError(
+        f"split: expected one of {', '.join(SPLITS)}, got {value!r}",
+        hint='ng_e2e_collect_rollouts "+config_paths=[...]" +split=example +output_jsonl_fpath=out.jsonl',
+    )
+
+
+def _collect_settings(config: ComposedConfig, split: str) -> CollectConfig:
+    """The collector's options from the same tree, with the collated input as its input."""
+    if config.get("input_jsonl_fpath") is not None:
+        raise ConfigError(
+            "input_jsonl_fpath: not an option here: the input is the config's datasets of +split",
+            hint="to collect from a file of your own, start the stack with ng_run and use ng_collect_rollouts",
+        )
+    output = config.get("output_jsonl_fpath")
+    if not isinstance(output, str) or not output:
+        raise ConfigError(
+            f"output_jsonl_fpath: expected the path of the rollouts file to write, got {output!r}",
+            hint=f"+output_jsonl_fpath=results/{split}_rollouts.jsonl",
+        )
+    collated = inputs_dir(Path(output)) / f"{split}.jsonl"
+    return collect_config_from(replace(config, tree={**config.tree, "input_jsonl_fpath": str(collated)}))
+
+
+def _on_free_head_port(config: ComposedConfig, plan: StackPlan) -> StackPlan:
+    """The head server on any free port, unless the config sets one (a second ng_run may hold 11000)."""
+    if config.get(f"{HEAD_NAME}.port") is not None:
+        return plan
+    return replace(plan, head=replace(plan.head, port=0))
