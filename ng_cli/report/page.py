@@ -124,7 +124,7 @@ def _number(value: Any) -> str:
     if value is None:
         return "–"
     if isinstance(value, float):
-        return f"{value:,.3f}" if abs(value) < 1000 else f"{value:,.0f}"
+        return f"{value:,.3f}" if abs(value) < 10 else f"{value:,.1f}"
     if isinstance(value, int):
         return f"{value:,}"
     return escape(str(value))

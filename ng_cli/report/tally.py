@@ -90,6 +90,10 @@ class Tally:
             )
             self.failures.append(failure)
             self.task_agent.setdefault(failure.task_index, self._agent_id(failure.agent))
+            # No row carries this task's prompt when every repeat failed; say where to find it.
+            self.prompts.setdefault(
+                failure.task_index, f"(no scored rollout; input line {record.get('input_line')})"
+            )
 
     @property
     def rollouts(self) -> int:
