@@ -135,7 +135,9 @@ def test_report_of_collected_rollouts_in_chromium(
     }
     assert len(rows) == 4 * REPEATS
     html = report.read_text()
-    assert "<script src" not in html and "<link" not in html and "http://" not in html.split("<script id=")[0]
+    assert "<script src" not in html
+    assert "<link" not in html
+    assert "http://" not in html.split("<script id=")[0]
 
     with chromium_page(chromium) as page:
         requests: list[str] = []
