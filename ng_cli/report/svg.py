@@ -96,13 +96,17 @@ def line_chart(
     step = (_W - _LEFT - _RIGHT - 20) / span
     parts = _axes(top, x_label=x_label, y_label=y_label)
     for (name, points), color in zip(series.items(), _cycle(PALETTE, len(series)), strict=True):
-        coords = [(_LEFT + 10 + i * step, _y(v, top), v) for i, v in enumerate(points) if v is not None]
+        coords = [
+            (_LEFT + 10 + i * step, _y(v, top), v, x)
+            for i, (x, v) in enumerate(zip(xs, points, strict=True))
+            if v is not None
+        ]
         if len(coords) > 1:
-            path = " ".join(f"{x:.1f},{y:.1f}" for x, y, _ in coords)
+            path = " ".join(f"{cx:.1f},{cy:.1f}" for cx, cy, _, _ in coords)
             parts.append(f'<polyline points="{path}" fill="none" stroke="{color}" stroke-width="2"/>')
-        for (x, y, v), k in zip(coords, xs, strict=False):
+        for cx, cy, v, k in coords:
             parts.append(
-                f'<circle class="mark" cx="{x:.1f}" cy="{y:.1f}" r="3.5" fill="{color}">'
+                f'<circle class="mark" cx="{cx:.1f}" cy="{cy:.1f}" r="3.5" fill="{color}">'
                 f"<title>{escape(name)} k={k}: {v:.3f}</title></circle>"
             )
     parts.extend(_x_ticks([str(x) for x in xs], step, offset=_LEFT + 10 - step / 2))
