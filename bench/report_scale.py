@@ -222,7 +222,15 @@ def main() -> None:
     Console().print(table)
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(
-        json.dumps({"machine": platform.platform(), "cpus": os.cpu_count(), "rows": rows}, indent=2)
+        json.dumps(
+            {
+                "machine": platform.platform(),
+                "cpus": os.cpu_count(),
+                "load_avg_1m": os.getloadavg()[0],
+                "rows": rows,
+            },
+            indent=2,
+        )
     )
     print(f"wrote {RESULTS}")
 

@@ -14,7 +14,7 @@ import pytest
 from ng_cli.errors import DataError, NgError
 from ng_cli.report import report_path_for, write_report
 from ng_cli.report.build import CHUNK_ROLLOUTS
-from tests.unit.report.rollout_rows import rollout_row, write_jsonl
+from tests.fixtures.rollouts.rollout_rows import rollout_row, write_jsonl
 
 
 def embedded(html: str, block: str) -> Any:

@@ -8,7 +8,7 @@ import pytest
 from typer.testing import CliRunner
 
 from ng_cli.commands.report import app
-from tests.unit.report.rollout_rows import rollout_row, write_jsonl
+from tests.fixtures.rollouts.rollout_rows import rollout_row, write_jsonl
 
 
 @pytest.fixture(autouse=True)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ng_cli.report.conversation import MAX_TEXT_CHARS, compact, first_user_text, model_turns
-from tests.unit.report.rollout_rows import rollout_row
+from tests.fixtures.rollouts.rollout_rows import rollout_row
 
 
 def test_compact_keeps_the_chat_and_counts_tokens_per_model_turn() -> None:

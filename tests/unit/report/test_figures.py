@@ -9,7 +9,7 @@ import pytest
 from ng_cli.report.figures import RunInfo, compute_figures, task_columns
 from ng_cli.report.rows import Problems, read_rows
 from ng_cli.report.tally import Tally
-from tests.unit.report.rollout_rows import rollout_row, write_jsonl
+from tests.fixtures.rollouts.rollout_rows import rollout_row, write_jsonl
 
 # task -> rewards of its 4 repeats (None: that repeat failed)
 REWARDS: dict[int, list[float | None]] = {

@@ -8,7 +8,7 @@ import pytest
 
 from ng_cli.errors import DataError
 from ng_cli.report.rows import Problems, read_rows
-from tests.unit.report.rollout_rows import rollout_row, write_jsonl
+from tests.fixtures.rollouts.rollout_rows import rollout_row, write_jsonl
 
 
 def read(path: Path) -> tuple[list[int], Problems]:
