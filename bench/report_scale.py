@@ -128,11 +128,13 @@ def write_rollouts(directory: Path, n: int) -> Path:
 
 
 def time_generation(rollouts: Path) -> dict[str, float]:
-    """write_report in a fresh process: wall time and peak memory."""
+    """write_report in a fresh process: wall time, CPU time (which other load on the machine
+    barely changes) and peak memory."""
     code = (
         "import json, resource, sys, time; from pathlib import Path; from ng_cli.report import write_report\n"
-        "t = time.perf_counter(); r = write_report(Path(sys.argv[1])); s = time.perf_counter() - t\n"
-        "print(json.dumps({'seconds': s, 'bytes': r.size_bytes, 'path': str(r.path),"
+        "t, c = time.perf_counter(), time.process_time(); r = write_report(Path(sys.argv[1]))\n"
+        "s, cpu = time.perf_counter() - t, time.process_time() - c\n"
+        "print(json.dumps({'seconds': s, 'cpu_s': cpu, 'bytes': r.size_bytes, 'path': str(r.path),"
         " 'peak_mb': resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))"
     )
     out = subprocess.run(
@@ -190,6 +192,7 @@ def main() -> None:
                     "rollouts": n,
                     "jsonl_mb": rollouts.stat().st_size / 1e6,
                     "generate_s": generated["seconds"],
+                    "generate_cpu_s": generated["cpu_s"],
                     "html_mb": generated["bytes"] / 1e6,
                     "peak_rss_mb": generated["peak_mb"],
                     "browser": browser,
@@ -200,6 +203,7 @@ def main() -> None:
         "rollouts",
         "JSONL MB",
         "generate s",
+        "CPU s",
         "peak RSS MB",
         "HTML MB",
         "page load s",
@@ -214,6 +218,7 @@ def main() -> None:
             f"{row['rollouts']:,}",
             f"{row['jsonl_mb']:.1f}",
             f"{row['generate_s']:.2f}",
+            f"{row['generate_cpu_s']:.2f}",
             f"{row['peak_rss_mb']:.0f}",
             f"{row['html_mb']:.2f}",
             *(f"{b[key]:.2f}" if key in b else "-" for key in ("load_s", "sort_s", "open_rollout_s")),
