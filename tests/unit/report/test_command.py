@@ -49,10 +49,20 @@ def test_a_missing_file_exits_2_and_writes_nothing(tmp_path: Path) -> None:
 def test_missing_or_bad_options_exit_2_naming_the_key() -> None:
     code, output = invoke()
     assert code == 2
-    assert "input_jsonl_fpath" in output
+    assert "input_jsonl_fpath: which rollouts file to report on?" in output
+    assert "hint: ng_report +input_jsonl_fpath=" in output
     code, output = invoke("+input_jsonl_fpath=out.jsonl", "+pass_threshold=high")
     assert code == 2
     assert "pass_threshold" in output
+
+
+def test_a_misspelt_option_is_an_error_not_ignored(tmp_path: Path) -> None:
+    write_jsonl(tmp_path / "out.jsonl", [rollout_row(0, 0, 1.0)])
+    code, output = invoke("+input_jsonl_fpath=out.jsonl", "+output_html_path=x.html")
+    assert code == 2
+    assert "output_html_path: unknown option" in output
+    assert "did you mean +output_html_fpath=...?" in output
+    assert not (tmp_path / "out_report.html").exists()
 
 
 def test_help_lists_the_options() -> None:
