@@ -1,15 +1,22 @@
 #!/usr/bin/env bash
 # The whole test suite, from a fresh clone: install, build the CPU vLLM engine env, lint, test.
-# CI (.ci/run) runs exactly this. Real-engine tests are required here (NG_REQUIRE_ENGINE=1).
+# CI (.ci/run) runs exactly this. Real-engine and browser tests are required here
+# (NG_REQUIRE_ENGINE=1, NG_REQUIRE_BROWSER=1): a missing engine or browser fails, never skips.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 if [ ! -x .venv/bin/python ]; then
   python3 -m venv .venv
 fi
-.venv/bin/python -m pip install --quiet --disable-pip-version-check -e '.[dev]' 2>&1 \
+.venv/bin/python -m pip install --quiet --disable-pip-version-check -e '.[dev,report-test]' 2>&1 \
     | { grep -v 'is ignored: it is neither a file nor a directory' || true; }  # this machine's pip config noise
 bash scripts/build_vllm_cpu_env.sh
+# The report's browser test drives the OS's Chromium (Playwright's own browser download is not used).
+if ! command -v chromium >/dev/null 2>&1; then
+  echo "== installing chromium (OS package) for the report's browser test"
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
+fi
 
 echo "== ruff"
 .venv/bin/ruff check .
@@ -20,7 +27,7 @@ echo "== mypy"
 
 echo "== pytest"
 set +e
-NG_REQUIRE_ENGINE=1 .venv/bin/python -m pytest -p no:cacheprovider "$@"
+NG_REQUIRE_ENGINE=1 NG_REQUIRE_BROWSER=1 .venv/bin/python -m pytest -p no:cacheprovider "$@"
 code=$?
 set -e
 if [ "$code" -eq 5 ]; then

@@ -6,6 +6,7 @@ Selecting subsets:
     pytest -m engine                  real CPU vLLM (build it: bash scripts/build_vllm_cpu_env.sh)
     pytest tests/unit                 pure code, no sockets, a few seconds
 
-`bash scripts/test.sh` (CI) runs everything, engine tests included, with NG_REQUIRE_ENGINE=1 so
-that a missing engine fails instead of skipping.
+`bash scripts/test.sh` (CI) runs everything, engine and browser tests included, with
+NG_REQUIRE_ENGINE=1 and NG_REQUIRE_BROWSER=1 so that a missing engine or Chromium fails instead
+of skipping (the report's browser test needs `apt-get install chromium` and the `report-test` extra).
 """

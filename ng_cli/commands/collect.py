@@ -15,6 +15,7 @@ from ng_cli.commands._app import (
     overrides_argument,
 )
 from ng_cli.config.secrets import Redactor
+from ng_cli.report import write_report
 from ng_cli.rollouts import collect_config_from, make_view, render_summary, run_collection
 
 __all__ = ["app", "collect", "main"]
@@ -34,6 +35,7 @@ Config keys this command reads (see docs/collecting.md):
   head_server_url          ng_run's head server (default from head_server, else http://127.0.0.1:11000)
   agent_urls               +agent_urls.<agent>=http://host:port: skip the head server
   pass_threshold           reward >= this passes (default: reward > 0)
+  report                   true: also write <output stem>_report.html (see ng_report)
 Running the same command again resumes: done rollouts are kept, failed ones are retried.
 Exit codes: 0 all rollouts scored, 1 some failed (run complete), 2 input/config error.
 Example:
@@ -58,6 +60,8 @@ def collect(
         view = make_view(console, interval_s=settings.progress_interval_s)
         result = run_collection(settings, view=view, redactor=Redactor.of(composed.tree))
         console.print(render_summary(result))
+        if settings.report:
+            console.print(write_report(settings.output_jsonl_fpath).describe(), highlight=False, markup=False)
     raise typer.Exit(result.exit_code)
 
 

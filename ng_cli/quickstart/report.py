@@ -15,6 +15,8 @@ import orjson
 from rich.console import Group, RenderableType
 from rich.text import Text
 
+from ng_cli.errors import NgError
+from ng_cli.report import write_report
 from ng_cli.rollouts.resume import OutputPaths
 
 __all__ = ["MODEL_NOTE", "RolloutStats", "rollout_report", "rollout_stats"]
@@ -84,8 +86,19 @@ def rollout_report(output: Path) -> RenderableType:
         f"responses:  {stats.incomplete} stopped at max_output_tokens or the context limit; "
         f"{stats.output_tokens} tokens generated",
     ]
+    lines.append(_html_report_line(output))
     tools = ", and its tool calls really ran against the environment" if stats.tool_calls else ""
     return Group(Text("\n".join(lines)), Text(MODEL_NOTE.format(tools=tools), style="yellow"))
+
+
+def _html_report_line(output: Path) -> str:
+    """Write the HTML report (ng_report) and name it; a failure to write it is said, not raised."""
+    try:
+        result = write_report(output)
+    except NgError as exc:
+        return f"report:     not written ({exc.message})"
+    skipped = f"; {result.problems.count} lines could not be read" if result.problems.count else ""
+    return f"report:     {result.path}  (open it in a browser: plots, tasks, every conversation{skipped})"
 
 
 def _is_successful_tool_output(item: Mapping[str, Any]) -> bool:

@@ -64,6 +64,8 @@ class CollectConfig(BaseModel):
     """How long to wait for an agent the head server lists as not ready yet."""
     progress_interval_s: float = Field(default=5.0, gt=0)
     """Seconds between progress lines when stderr is not a terminal."""
+    report: bool = False
+    """At the end, write `<output stem>_report.html` (ng_report) beside the output."""
 
     @field_validator("head_server_url")
     @classmethod

@@ -356,6 +356,9 @@ def test_quickstart_runs_the_chain_and_leaves_nothing_behind(tmp_path: Path) -> 
         # The README's first command earns real rewards: the embedded model does its one task.
         assert sum(row["reward"] for row in rows) / len(rows) >= 0.8
         assert OutputPaths.for_output(output).metrics.is_file()
+        report = output.with_name("rollouts_report.html")  # the closing output names the HTML report
+        assert str(report) in done.stdout
+        assert report.is_file()
         assert not (run_dir / "env.yaml").exists()  # the run's key is gone with the run
         assert (run_dir.stat().st_mode & 0o777) == 0o700
         assert marked_pids(marker) == []  # engine, ng_run and its servers all stopped

@@ -72,13 +72,22 @@ def render(output: Path) -> str:
 
 def test_report_names_the_files_and_says_what_the_model_is(tmp_path: Path) -> None:
     output = tmp_path / "rollouts.jsonl"
-    output.write_text("".join(json.dumps(row) + "\n" for row in ROWS))
+    rows = [{**row, "_ng_task_index": i, "_ng_rollout_index": 0} for i, row in enumerate(ROWS)]
+    output.write_text("".join(json.dumps(row) + "\n" for row in rows))
     text = render(output)
     assert f"3 in {output}" in text
     assert str(tmp_path / "rollouts_metrics.json") in text
+    assert f"report:     {tmp_path / 'rollouts_report.html'}  (open it in a browser" in text
+    assert (tmp_path / "rollouts_report.html").stat().st_size > 0
     assert "mean 0.333, 1 of 3 rollouts above 0" in text
     assert "trained offline" in text
     assert "its tool calls really ran" in text
+
+
+def test_the_html_report_line_says_what_it_could_not_read(tmp_path: Path) -> None:
+    output = tmp_path / "rollouts.jsonl"
+    output.write_text(json.dumps(ROWS[0]) + "\n")  # no _ng_task_index: not a collector row
+    assert "1 lines could not be read" in render(output)
 
 
 def test_report_does_not_claim_tool_calls_that_did_not_happen(tmp_path: Path) -> None:

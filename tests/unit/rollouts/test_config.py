@@ -29,6 +29,7 @@ def test_defaults(tmp_path: Path) -> None:
     assert (config.num_repeats, config.limit, config.max_attempts) == (1, None, 3)
     assert config.head_server_url == DEFAULT_HEAD_SERVER_URL
     assert config.overwrite is False
+    assert config.report is False
 
 
 def test_the_documented_command_line_parses(tmp_path: Path) -> None:
@@ -42,6 +43,7 @@ def test_the_documented_command_line_parses(tmp_path: Path) -> None:
             "+responses_create_params.max_output_tokens=256",
             "+rollout_timeout_s=30",
             "+overwrite=true",
+            "+report=true",
             "+agent_urls.simple_agent=http://127.0.0.1:9000/",
         ],
         tmp_path,
@@ -51,6 +53,7 @@ def test_the_documented_command_line_parses(tmp_path: Path) -> None:
     assert config.responses_create_params == {"temperature": 0.7, "max_output_tokens": 256}
     assert config.rollout_timeout_s == 30.0
     assert config.overwrite is True
+    assert config.report is True
     assert config.agent_urls == {"simple_agent": "http://127.0.0.1:9000"}
 
 
@@ -100,7 +103,8 @@ def test_missing_paths_say_how_to_call_the_command(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    ("typo", "meant"), [("+num_repeat=4", "num_repeats"), ("+agent_nme=x", "agent_name")]
+    ("typo", "meant"),
+    [("+num_repeat=4", "num_repeats"), ("+agent_nme=x", "agent_name"), ("+reprot=true", "report")],
 )
 def test_near_miss_keys_are_errors_not_silently_ignored(tmp_path: Path, typo: str, meant: str) -> None:
     with pytest.raises(ConfigError) as caught:
