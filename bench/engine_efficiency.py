@@ -66,14 +66,22 @@ AGENT = "example_single_tool_call_simple_agent"
 
 
 def _write_config(
-    directory: Path, *, base_config: str, api_key: str, extra: dict[str, Any], with_stack: bool
+    directory: Path,
+    *,
+    base_config: str,
+    api_key: str,
+    extra: dict[str, Any],
+    with_stack: bool,
+    agent_workers: int,
 ) -> Path:
     """A private (0600) config over the chosen one: our key (never argv) and ignore_eos."""
     block = {"api_key": api_key, "extra_body": {"ignore_eos": True}, **extra}
-    config = {
+    config: dict[str, Any] = {
         "config_paths": [ENV_CONFIG, base_config] if with_stack else [base_config],
         INSTANCE: {"responses_api_models": {"local_vllm_model": block}},
     }
+    if with_stack:
+        config[AGENT] = {"responses_api_agents": {"simple_agent": {"num_workers": agent_workers}}}
     path = directory / "bench.yaml"
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as handle:
@@ -164,6 +172,7 @@ def main() -> None:
     parser.add_argument("--set", action="append", default=[], metavar="KEY=YAML",
                         help="extra keys for the instance block, e.g. --set engine_ready_timeout_s=1800")  # fmt: skip
     parser.add_argument("--stack", action="store_true", help="also through the collector and agent")
+    parser.add_argument("--agent-workers", type=int, default=1, help="the agent's num_workers (with --stack)")
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args()
     extra = {key: yaml.safe_load(value) for key, value in (item.split("=", 1) for item in args.set)}
@@ -171,7 +180,14 @@ def main() -> None:
     console = Console()
     key = secrets.token_urlsafe(24)
     work = Path(tempfile.mkdtemp(prefix="ng-bench-engine-"))
-    config = _write_config(work, base_config=args.config, api_key=key, extra=extra, with_stack=args.stack)
+    config = _write_config(
+        work,
+        base_config=args.config,
+        api_key=key,
+        extra=extra,
+        with_stack=args.stack,
+        agent_workers=args.agent_workers,
+    )
     env = {**os.environ, "NG_ENV_YAML": str(_empty_env(work))}
     process, ready = _start_stack(config, work, env)
     try:
@@ -219,47 +235,52 @@ def main() -> None:
             process.wait(timeout=30)
         except subprocess.TimeoutExpired:
             os.killpg(process.pid, signal.SIGKILL)
-    summary = _summarise(runs, args.concurrency)
+    summary = _summarise(runs, args.concurrency, names)
     table = Table(title=f"engine efficiency ({engine['reported']}, {args.max_tokens} tokens/request)")
-    for column in (
-        "concurrency",
-        "direct tok/s",
-        "through model server tok/s",
-        "ratio model/direct",
-        "failures",
-    ):
+    columns = ["concurrency", "direct tok/s", "model server tok/s", "model/direct"]
+    columns += ["stack tok/s", "stack/direct"] if args.stack else []
+    for column in [*columns, "failures"]:
         table.add_column(column, justify="right")
     for row in summary:
-        table.add_row(str(row["concurrency"]), f"{row['direct']:.0f}", f"{row['model']:.0f}",
-                      f"{row['ratio']:.3f}", str(row["failures"]))  # fmt: skip
+        cells = [
+            str(row["concurrency"]),
+            f"{row['direct']:.0f}",
+            f"{row['model']:.0f}",
+            f"{row['ratio']:.3f}",
+        ]
+        if args.stack:
+            cells += [f"{row['stack']:.0f}", f"{row['stack_ratio']:.3f}"]
+        table.add_row(*cells, str(row["failures"]))
     console.print(table)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps({
         "config": args.config, "engine": engine, "engine_ready_s": ready["ready_s"].get(engine["name"]),
         "machine": {"platform": platform.platform(), "cpus": os.cpu_count()},
         "max_tokens": args.max_tokens, "requests": args.requests, "rounds": args.rounds,
+        "agent_workers": args.agent_workers if args.stack else None,
         "summary": summary, "runs": runs,
     }, indent=2))  # fmt: skip
     console.print(f"wrote {args.out}")
 
 
-def _summarise(runs: list[dict[str, Any]], concurrencies: list[int]) -> list[dict[str, Any]]:
+def _summarise(
+    runs: list[dict[str, Any]], concurrencies: list[int], names: list[str]
+) -> list[dict[str, Any]]:
+    """Per concurrency: median tokens/s per path, and the median of the per-round ratios to direct."""
     rows = []
     for concurrency in concurrencies:
-        per_path = {
-            path: statistics.median(r["tokens_per_s"] for r in runs if r["concurrency"] == concurrency and r["path"] == path)
-            for path in ("direct", "model")
-        }  # fmt: skip
-        ratios = [
-            model["tokens_per_s"] / direct["tokens_per_s"]
-            for direct in runs if direct["concurrency"] == concurrency and direct["path"] == "direct"
-            for model in runs
-            if model["concurrency"] == concurrency and model["path"] == "model" and model["round"] == direct["round"]
-        ]  # fmt: skip
-        failures = sum(int(r["failures"]) for r in runs if r["concurrency"] == concurrency)
-        rows.append(
-            {"concurrency": concurrency, **per_path, "ratio": statistics.median(ratios), "failures": failures}
-        )
+        of = {
+            path: [r for r in runs if r["concurrency"] == concurrency and r["path"] == path] for path in names
+        }
+        row: dict[str, Any] = {"concurrency": concurrency}
+        row |= {path: statistics.median(r["tokens_per_s"] for r in of[path]) for path in names}
+        for path, key in (("model", "ratio"), ("stack", "stack_ratio")):
+            if path in names:
+                row[key] = statistics.median(
+                    r["tokens_per_s"] / d["tokens_per_s"] for r in of[path] for d in of["direct"] if d["round"] == r["round"]
+                )  # fmt: skip
+        row["failures"] = sum(int(r["failures"]) for r in runs if r["concurrency"] == concurrency)
+        rows.append(row)
     return rows
 
 

@@ -148,6 +148,10 @@ class AgentServerConfig(ServerConfig):
     """The model server the agent calls for each turn."""
     datasets: list[DatasetConfig] = Field(default_factory=list)
     """Datasets this agent can be run on."""
+    num_workers: int = Field(default=1, ge=1, le=64)
+    """Processes serving this agent on its one port (the kernel spreads connections over them).
+    An agent keeps no state between requests, so at hundreds of rollouts in flight more
+    workers take its per-request CPU off one core (docs/running.md, "Agent workers")."""
 
     nemo_gym_keys: ClassVar[dict[str, NemoGymKey]] = {
         "session_close_retry_window_seconds": NemoGymKey(300, "sessions hold no state after /run returns"),

@@ -78,6 +78,17 @@ class ServerPlan:
     spec_path: Path | None = None
     command: tuple[str, ...] = ()
     """The child's argv (the spec path only, never config or secrets); empty for the head."""
+    workers: int = 1
+    """Processes that serve this instance on its one socket (agents only: `num_workers`)."""
+
+    def worker_spec_path(self, worker: int) -> Path:
+        """Each worker reads (and deletes) a spec file of its own."""
+        assert self.spec_path is not None
+        return self.spec_path if worker == 0 else self.spec_path.with_name(f"{self.name}.w{worker}.spec.json")
+
+    def worker_name(self, worker: int) -> str:
+        """`name` for the first worker, `name#i` for the others (their log prefix)."""
+        return self.name if worker == 0 else f"{self.name}#{worker}"
 
     @property
     def url(self) -> str:
@@ -341,7 +352,25 @@ def _server_plan(
         sources=instance_sources(config, instance),
         spec_path=spec_path,
         command=(python, "-m", CHILD_MODULE, str(spec_path)),
+        workers=_workers(block, instance, config),
     )
+
+
+def _workers(block: Mapping[str, Any], instance: ServerInstance, config: ComposedConfig) -> int:
+    """`num_workers` of an agent (validated with its config class; here only where it may be set)."""
+    workers = block.get("num_workers", 1)
+    if workers == 1:
+        return 1
+    where = _at(config.sources.lookup(f"{instance.key}.num_workers") or instance.source)
+    if instance.server_type != "responses_api_agents":
+        raise ConfigError(
+            f"{where}'{instance.name}': num_workers applies to agents only",
+            hint="resources and model servers keep per-session state in their process (sessions, "
+            "endpoint affinity), so one process serves each; start more instances instead",
+        )
+    if isinstance(workers, bool) or not isinstance(workers, int) or not 1 <= workers <= 64:
+        raise ConfigError(f"{where}'{instance.name}': num_workers must be 1-64, got {workers!r}")
+    return workers
 
 
 def instance_sources(config: ComposedConfig, instance: ServerInstance) -> dict[str, str]:

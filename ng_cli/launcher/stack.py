@@ -32,7 +32,7 @@ from ng_cli.engines.plan import InstanceEngines
 from ng_cli.errors import LaunchError
 from ng_cli.launcher.engines import EngineFleet
 from ng_cli.launcher.health import ExitedBeforeReadyError, NotReadyError, Target, wait_until_ready
-from ng_cli.launcher.plan import StackPlan
+from ng_cli.launcher.plan import ServerPlan, StackPlan
 from ng_cli.launcher.ports import bind_listener
 from ng_cli.launcher.process import (
     Child,
@@ -102,7 +102,7 @@ class Stack:
             self.ready_s.update(self.engines.wait_ready(should_stop=should_stop))
             self._spawn_children()
         targets = {
-            name: Target(name=name, url=self.plan.server(name).url, exit_code=child.exit_code)
+            name: Target(name=name, url=self.plan.server(name.split("#")[0]).url, exit_code=child.exit_code)
             for name, child in self.children.items()
         }
         try:
@@ -168,6 +168,7 @@ class Stack:
                 "url": server.url,
                 "pid": self.children[server.name].pid if server.name in self.children else None,
                 "is_ready": server.name in self.ready_s and self._is_running(server.name),
+                **({"worker_pids": self._worker_pids(server)} if server.workers > 1 else {}),
             }
             for server in self.plan.servers
         ]
@@ -231,17 +232,19 @@ class Stack:
     def _spawn_children(self) -> None:
         pgid: int | None = None
         for server in self.plan.servers:
-            assert server.spec_path is not None
             sock = self._sockets.pop(server.name)
-            write_spec(self.plan.spec_for(server.name, listen_fd=sock.fileno()), server.spec_path)
             try:
-                child = self._spawn(server.name, server.command, sock, pgid)
+                for worker in range(server.workers):  # workers share the socket: pre-fork style
+                    spec_path = server.worker_spec_path(worker)
+                    write_spec(self.plan.spec_for(server.name, listen_fd=sock.fileno()), spec_path)
+                    name = server.worker_name(worker)
+                    child = self._spawn(name, (*server.command[:-1], str(spec_path)), sock, pgid)
+                    self.children[name] = child
+                    self._pgids.add(child.pgid)
+                    pgid = child.pgid
             finally:
-                # The child holds its own copy; ours would keep the port open after a crash.
+                # The children hold their own copies; ours would keep the port open after a crash.
                 sock.close()
-            self.children[server.name] = child
-            self._pgids.add(child.pgid)
-            pgid = child.pgid
 
     def _spawn(self, name: str, command: tuple[str, ...], sock: socket.socket, pgid: int | None) -> Child:
         try:
@@ -264,6 +267,10 @@ class Stack:
         self.head = HeadServer(app, self._sockets.pop(self.plan.head.name))
         self.head.start()
         self.ready_s[self.plan.head.name] = time.monotonic() - self._started
+
+    def _worker_pids(self, server: ServerPlan) -> list[int]:
+        names = (server.worker_name(worker) for worker in range(server.workers))
+        return [self.children[name].pid for name in names if name in self.children]
 
     def _mark_ready(self, name: str, _seconds: float) -> None:
         self.ready_s[name] = time.monotonic() - self._started

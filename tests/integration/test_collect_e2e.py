@@ -17,7 +17,9 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import orjson
 import pytest
@@ -52,6 +54,13 @@ def env(tmp_path: Path) -> dict[str, str]:
 @pytest.fixture
 def head_url(tmp_path: Path, env: dict[str, str]) -> Iterator[str]:
     """Start the stack with ng_run and yield its head server's URL; SIGTERM it afterwards."""
+    with _stack(tmp_path, env) as ready:
+        yield ready["head_url"]
+
+
+@contextmanager
+def _stack(tmp_path: Path, env: dict[str, str], *overrides: str) -> Iterator[dict[str, Any]]:
+    """ng_run over the stub engine; yields its ready file's contents."""
     ready = tmp_path / "ready.json"
     with StubProcess() as engine:
         command = [
@@ -62,6 +71,7 @@ def head_url(tmp_path: Path, env: dict[str, str]) -> Iterator[str]:
             "+policy_model_name=stub-model",
             "++head_server.port=0",
             f"+ready_file={ready}",
+            *overrides,
         ]
         log = (tmp_path / "ng_run.log").open("w")
         run = subprocess.Popen(
@@ -73,7 +83,7 @@ def head_url(tmp_path: Path, env: dict[str, str]) -> Iterator[str]:
                 assert run.poll() is None, (tmp_path / "ng_run.log").read_text()
                 assert time.monotonic() < deadline, (tmp_path / "ng_run.log").read_text()
                 time.sleep(0.05)
-            yield json.loads(ready.read_text())["head_url"]
+            yield json.loads(ready.read_text())
         finally:
             run.send_signal(signal.SIGTERM)
             run.wait(timeout=15)
@@ -120,3 +130,34 @@ def test_collect_through_head_server_discovery(tmp_path: Path, env: dict[str, st
     assert numbers["pass@2"] == pytest.approx(0.6)
     assert numbers["output_tokens"] > 0
     assert "all 10 rollouts have a reward" in result.stderr
+
+
+def _cpu_ticks(pid: int) -> int:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return int(fields[11]) + int(fields[12])  # utime + stime
+
+
+def test_agent_workers_share_one_port_and_the_load(tmp_path: Path, env: dict[str, str]) -> None:
+    workers = f"++{AGENT}.responses_api_agents.simple_agent.num_workers=3"
+    with _stack(tmp_path, env, workers) as ready:
+        (agent,) = [server for server in ready["servers"] if server["name"] == AGENT]
+        pids = agent["worker_pids"]
+        assert len(set(pids)) == 3
+        assert agent["pid"] == pids[0]
+        before = {pid: _cpu_ticks(pid) for pid in pids}
+        rows = [
+            {"responses_create_params": {"input": [{"role": "user", "content": text}]}, "expected_city": city}
+            for text, city in ROWS
+        ]
+        (tmp_path / "in.jsonl").write_bytes(b"".join(orjson.dumps(row) + b"\n" for row in rows))
+        result = subprocess.run(
+            [str(BIN / "ng_collect_rollouts"), f"+agent_name={AGENT}", f"+head_server_url={ready['head_url']}",
+             "+input_jsonl_fpath=in.jsonl", "+output_jsonl_fpath=out.jsonl", "+num_repeats=40",
+             "+num_samples_in_parallel=64"],
+            cwd=tmp_path, env=env, capture_output=True, text=True, timeout=180,
+        )  # fmt: skip
+        busy = [pid for pid in pids if _cpu_ticks(pid) - before[pid] >= 2]  # >= 20 ms of CPU each
+
+    assert result.returncode == 0, result.stderr
+    assert len((tmp_path / "out.jsonl").read_bytes().splitlines()) == 200
+    assert len(busy) >= 2, "the kernel gave every connection to one worker"

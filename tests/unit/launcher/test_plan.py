@@ -184,3 +184,18 @@ def test_port_error_points_at_where_the_port_was_set(compose: Compose, tmp_path:
         plan_stack(compose(f"+config_paths=[{extra}]"), run_dir=RUN_DIR)
 
     assert caught.value.message.startswith(f"{extra}:4  instance 'tools_a'")
+
+
+def test_agent_workers_get_a_spec_file_each_and_other_kinds_refuse_them(compose: Compose) -> None:
+    plan = plan_stack(compose("++relay.responses_api_agents.relay_agent.num_workers=3"), run_dir=RUN_DIR)
+
+    relay = plan.server("relay")
+    assert relay.workers == 3
+    assert [relay.worker_spec_path(i).name for i in range(3)] == [
+        "relay.spec.json",
+        "relay.w1.spec.json",
+        "relay.w2.spec.json",
+    ]
+    assert [relay.worker_name(i) for i in range(3)] == ["relay", "relay#1", "relay#2"]
+    with pytest.raises(ConfigError, match="num_workers applies to agents only"):
+        plan_stack(compose("++tools_a.resources_servers.echo_tools.num_workers=2"), run_dir=RUN_DIR)
