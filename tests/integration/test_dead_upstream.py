@@ -11,7 +11,6 @@ scored by a resume once the stub is back on the same port.
 from __future__ import annotations
 
 import json
-import time
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -48,17 +47,17 @@ def test_a_dead_upstream_ends_the_run_fast_and_a_resume_completes_it(
     write_rows(tmp_path / "in.jsonl", ROLLOUTS)
     stub.kill()
 
-    started = time.monotonic()
     dead = collect(run, tmp_path, "+progress_interval_s=1", "+rollout_timeout_s=900")
-    dead_s = time.monotonic() - started
 
+    # How long this takes is bench/upstream_outage.py's subject; here, that budgets do not multiply:
+    # once the circuit is open a rollout ends on its first attempt, whatever the 900 s deadline.
     assert dead.returncode == 1, dead.stderr
-    assert dead_s < 60, f"{ROLLOUTS} rollouts against a dead upstream took {dead_s:.0f} s"
     failures = [json.loads(line) for line in (tmp_path / "out_failures.jsonl").read_text().splitlines()]
     assert len(failures) == ROLLOUTS
     assert Counter(f["kind"] for f in failures) == {"upstream_unavailable": ROLLOUTS}
     assert all(f["upstream_down_s"] >= GRACE_S - 1 for f in failures if f["upstream_down_s"] is not None)
     assert sum(f["upstream_down_s"] is not None for f in failures) > ROLLOUTS // 2
+    assert all(f["attempt"] == 1 for f in failures if f["upstream_down_s"] is not None)
     assert "upstream down for" in dead.stderr  # the live view said why nothing moved
     assert not (tmp_path / "out.jsonl").read_text()  # nothing made up
 
