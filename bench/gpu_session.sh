@@ -8,7 +8,8 @@
 #   bash bench/gpu_session.sh install .wh05      (the last part: join, verify, install; + the project)
 #   bash bench/gpu_session.sh quickstart         (the quick start's stack on the GPU; the Gemma refit check)
 #   bash bench/gpu_session.sh replicas           (two engines sharing the GPU, one killed; the Gemma quirk via ng_run)
-#   bash bench/gpu_session.sh dense8b            (an 8B-shaped dummy model: start-up and through-stack efficiency)
+#   bash bench/gpu_session.sh dense8b [NAME ARGS] (an 8B-shaped dummy model: start-up and through-stack efficiency;
+#                                                 NAME names the result files, ARGS go to bench/engine_efficiency.py)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT="${OUT:-bench/results/gpu}"
@@ -47,9 +48,11 @@ case "$step" in
   dense8b)
     mkdir -p /tmp/ng-models
     "$PY" ng_cli/engines/tiny_model.py --arch llama3-8b --out /tmp/ng-models/llama3-8b-shape > /dev/null
+    name="${2:-engine_efficiency_8b}"
+    shift $(( $# > 1 ? 2 : 1 ))
     "$PY" bench/engine_efficiency.py --config responses_api_models/local_vllm_model/configs/gpu_dense_8b_dummy.yaml \
-      --stack --concurrency 64 256 1024 --requests 1024 --rounds 2 --max-tokens 128 \
-      --out "$OUT/engine_efficiency_8b.json" 2>&1 | tee "$OUT/engine_efficiency_8b.txt"
+      --stack --concurrency 64 256 1024 --requests 1024 --rounds 2 --max-tokens 128 "$@" \
+      --out "$OUT/$name.json" 2>&1 | tee "$OUT/$name.txt"
     ;;
   *)
     echo "unknown step $step" >&2
