@@ -168,6 +168,9 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, nargs="+", default=[32, 128])
     parser.add_argument("--requests", type=int, default=256, help="requests per path per round")
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--waves", type=int, default=0,
+                        help="requests per run = waves x concurrency (instead of --requests): a run of one "
+                        "wave measures ramp-up and tail, several the steady state")  # fmt: skip
     parser.add_argument("--max-tokens", type=int, default=64)
     parser.add_argument("--set", action="append", default=[], metavar="KEY=YAML",
                         help="extra keys for the instance block, e.g. --set engine_ready_timeout_s=1800")  # fmt: skip
@@ -194,7 +197,8 @@ def main() -> None:
         engine = ready["engines"][0]
         model_url = next(s["url"] for s in ready["servers"] if s["name"] == INSTANCE)
         served = _served_name(config)
-        responses = [_responses_body(i, args.max_tokens) for i in range(args.requests)]
+        counts = {c: args.waves * c if args.waves else args.requests for c in args.concurrency}
+        responses = [_responses_body(i, args.max_tokens) for i in range(max(counts.values()))]
         chats = [
             to_chat_request(ResponsesRequest.model_validate(body), model=served, wants_token_ids=False,
                             extra_body={"ignore_eos": True})
@@ -204,11 +208,12 @@ def main() -> None:
             "direct": (f"{engine['url']}/chat/completions", chats, "completion_tokens"),
             "model": (f"{model_url}/v1/responses", responses, "output_tokens"),
         }
-        rows = work / "rows.jsonl"
-        rows.write_text("".join(
-            json.dumps({"responses_create_params": body, "expected_city": CITIES[i % len(CITIES)]}) + "\n"
-            for i, body in enumerate(responses)
-        ))  # fmt: skip
+        rows = {c: work / f"rows-{c}.jsonl" for c in args.concurrency}
+        for c, path in rows.items():
+            path.write_text("".join(
+                json.dumps({"responses_create_params": body, "expected_city": CITIES[i % len(CITIES)]}) + "\n"
+                for i, body in enumerate(responses[: counts[c]])
+            ))  # fmt: skip
         names = ["direct", "model", *(["stack"] if args.stack else [])]
         asyncio.run(_drive(paths["direct"][0], chats[:16], key=key, concurrency=8, usage="completion_tokens"))
         runs: list[dict[str, Any]] = []
@@ -218,12 +223,22 @@ def main() -> None:
                 for path in order:
                     if path == "stack":
                         result = _collect(
-                            rows, head_url=ready["head_url"], concurrency=concurrency, work=work, env=env
+                            rows[concurrency],
+                            head_url=ready["head_url"],
+                            concurrency=concurrency,
+                            work=work,
+                            env=env,
                         )
                     else:
                         url, bodies, usage = paths[path]
                         result = asyncio.run(
-                            _drive(url, bodies, key=key, concurrency=concurrency, usage=usage)
+                            _drive(
+                                url,
+                                bodies[: counts[concurrency]],
+                                key=key,
+                                concurrency=concurrency,
+                                usage=usage,
+                            )
                         )
                     runs.append({"round": round_index, "concurrency": concurrency, "path": path, **result})
                     console.print(
@@ -256,7 +271,7 @@ def main() -> None:
     args.out.write_text(json.dumps({
         "config": args.config, "engine": engine, "engine_ready_s": ready["ready_s"].get(engine["name"]),
         "machine": {"platform": platform.platform(), "cpus": os.cpu_count()},
-        "max_tokens": args.max_tokens, "requests": args.requests, "rounds": args.rounds,
+        "max_tokens": args.max_tokens, "requests": counts, "rounds": args.rounds,
         "agent_workers": args.agent_workers if args.stack else None,
         "summary": summary, "runs": runs,
     }, indent=2))  # fmt: skip
