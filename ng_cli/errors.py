@@ -3,6 +3,7 @@
     NgError                      expected, explainable; the CLI prints it without a traceback
     ├── ConfigError              the composed config is invalid (exit code 2)
     ├── LaunchError              a server of the stack failed to start or died
+    │   └── PlacementError           the Ray cluster cannot hold a placement group (names what is missing)
     ├── UpstreamError            a model/resources server answered with an error, or not in time
     │   ├── UpstreamTimeoutError     no answer within the deadline
     │   ├── UpstreamUnavailableError connection refused/reset, or no healthy endpoint left (503)
@@ -28,6 +29,7 @@ __all__ = [
     "InvalidOutputError",
     "LaunchError",
     "NgError",
+    "PlacementError",
     "RequestTooLargeError",
     "UpstreamDownError",
     "UpstreamError",
@@ -75,6 +77,16 @@ class LaunchError(NgError):
     """A server of the stack failed to start, or died while the stack was running."""
 
     exit_code = 1
+
+
+class PlacementError(LaunchError):
+    """The Ray cluster cannot hold a placement group (or a server actor): `group` names it and
+    `missing` says what is short, e.g. "2 GPUs on one node"; Ray itself would wait forever."""
+
+    def __init__(self, message: str, *, group: str, missing: str, hint: str | None = None) -> None:
+        super().__init__(message, hint=hint)
+        self.group = group
+        self.missing = missing
 
 
 class DataError(NgError):

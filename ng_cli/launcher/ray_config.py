@@ -1,0 +1,124 @@
+"""`ray:` in the config: where the stack runs when it runs on a Ray cluster (absent: plain processes).
+
+    ray:
+      address: auto              # auto | ray://head:10001 | host:6379 | local (a private cluster)
+      servers: [my_env]          # server instances run as actors: a list, `all`, or {name: num_cpus}
+      server_num_cpus: 1         # CPUs each server actor asks for (a mapping above overrides it)
+      engine_num_cpus: 1         # CPUs per placement-group bundle of an engine
+      expert_groups_may_span: false
+      num_cpus: 8                # local only: the private cluster's logical CPUs (default: this machine's)
+
+Reading this block imports nothing from Ray: `ray` is an optional extra, loaded by
+`launcher.ray_backend` only when a stack has this block.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from ng_cli.config.compose import ComposedConfig
+from ng_cli.errors import ConfigError
+
+__all__ = ["RAY_KEY", "RayConfig", "read_ray_config"]
+
+RAY_KEY = "ray"
+
+
+class RayConfig(BaseModel):
+    """The `ray` block: the cluster to use and what runs on it as actors."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    address: str
+    """`auto` (the cluster this machine belongs to, as `ray status` finds it), `ray://host:10001`
+    (Ray Client), `host:6379` (the GCS), or `local` (start a private cluster, stopped with ng_run)."""
+    namespace: str = "ng_cli"
+    """The Ray namespace of our actors (their names carry a per-run id as well)."""
+    servers: Literal["all", "none"] | list[str] | dict[str, float] = "none"
+    """Server instances that run as Ray actors: `all`, a list of names, or {name: num_cpus}.
+    Engines always run as actors when `ray` is set."""
+    server_num_cpus: float = Field(default=1.0, gt=0)
+    """CPUs each server actor asks for (unless `servers` maps the name to its own number)."""
+    engine_num_cpus: float = Field(default=1.0, gt=0)
+    """CPUs of each placement-group bundle of an engine (one bundle per GPU, or per TP*PP rank on CPU)."""
+    expert_groups_may_span: bool = False
+    """external_lb only: let the data-parallel ranks of one expert group use several nodes."""
+    placement_timeout_s: float = Field(default=120.0, gt=0)
+    """How long placement groups may stay pending (e.g. nodes still joining) before ng_run gives up."""
+    runtime_env: dict[str, Any] | None = None
+    """Ray's runtime_env for our actors (e.g. `py_modules`); it is shown by the dashboard, so no
+    secrets: the engines' keys travel through the object store instead."""
+    num_cpus: int | None = Field(default=None, ge=1)
+    """`address: local` only: the private cluster's logical CPUs (default: this machine's count)."""
+    num_gpus: int | None = Field(default=None, ge=0)
+    """`address: local` only: the private cluster's GPUs (default: what Ray detects)."""
+    object_store_memory_mb: int = Field(default=256, ge=80)
+    """`address: local` only: the object store's size; we keep only spec payloads in it."""
+
+    @field_validator("address")
+    @classmethod
+    def _check_address(cls, value: str) -> str:
+        value = value.strip()
+        if value in ("auto", "local") or value.startswith("ray://"):
+            return value
+        host, _, port = value.rpartition(":")
+        if host and port.isdigit():
+            return value
+        raise ValueError(f"expected auto, local, ray://host:port or host:port, got {value!r}")
+
+    @property
+    def is_local(self) -> bool:
+        return self.address == "local"
+
+    def actor_servers(self, names: list[str]) -> dict[str, float]:
+        """The server instances (of `names`) that run as actors, with the CPUs each asks for."""
+        if self.servers == "none":
+            return {}
+        if self.servers == "all":
+            return dict.fromkeys(names, self.server_num_cpus)
+        if isinstance(self.servers, dict):
+            return dict(self.servers)
+        return dict.fromkeys(self.servers, self.server_num_cpus)
+
+
+def read_ray_config(config: ComposedConfig, instances: list[str]) -> RayConfig | None:
+    """The validated `ray` block, or None without one; ConfigError naming `ray.<key>` and its file:line."""
+    block = config.get(RAY_KEY)
+    if block is None:
+        return None
+    where = config.sources.lookup(RAY_KEY)
+    if isinstance(block, str):  # `+ray.address=...` is the common form, `ray=auto` a natural slip
+        block = {"address": block}
+    if not isinstance(block, dict):
+        raise ConfigError(
+            f"{_at(where)}ray: expected a mapping such as {{address: auto}}, got {block!r}",
+            hint="++ray.address=local starts a private Ray cluster; ++ray.address=auto joins this machine's",
+        )
+    try:
+        ray = RayConfig.model_validate(block)
+    except ValidationError as error:
+        problems = []
+        for problem in error.errors():
+            key = ".".join(str(part) for part in (RAY_KEY, *problem["loc"]) if not isinstance(part, int))
+            located = config.sources.lookup(key) or where
+            message = str(problem["msg"]).removeprefix("Value error, ")
+            if problem["type"] == "extra_forbidden":
+                message = f"unknown key (known: {', '.join(RayConfig.model_fields)})"
+            elif problem["type"] == "missing":
+                message = "required: auto, local, ray://host:port or host:port"
+            problems.append(f"{_at(located)}{key}: {message}")
+        raise ConfigError("\n".join(problems), hint="docs/ray.md lists the ray keys") from None
+    unknown = sorted(set(ray.actor_servers(instances)) - set(instances))
+    if unknown:
+        raise ConfigError(
+            f"{_at(config.sources.lookup(f'{RAY_KEY}.servers') or where)}ray.servers: no server instance "
+            f"named {', '.join(repr(name) for name in unknown)}",
+            hint=f"the stack's instances: {', '.join(instances) or '(none)'}",
+        )
+    return ray
+
+
+def _at(where: str | None) -> str:
+    return f"{where}  " if where else ""
