@@ -2,7 +2,9 @@
 
     GET /health    {"status": "ok", "server": "head_server"}
     GET /config    the resolved config, secrets masked
-    GET /servers   [{"name", "server_type", "kind", "implementation", "url", "pid", "is_ready"}]
+    GET /servers   [{"name", "server_type", "kind", "implementation", "url", "pid", "is_ready",
+                     "node", "actor"}]   (node and Ray actor: where it runs)
+    GET /engines   [{"name", "url", "pid", "node", "actor", "ready_s", ...}]  the vLLM engines
 
 It runs inside `ng_run` (a uvicorn thread on the socket the launcher bound), so `/servers`
 reports the launcher's live view: real pids, and readiness that turns false when a child dies.
@@ -27,13 +29,15 @@ from ng_cli.errors import InvalidOutputError, UpstreamHTTPError, UpstreamUnavail
 from ng_cli.launcher.plan import HEAD_NAME
 from ng_cli.servers.app import JSONResponse, build_app
 
-__all__ = ["HeadServer", "build_head_app", "fetch_config", "fetch_servers"]
+__all__ = ["HeadServer", "build_head_app", "fetch_config", "fetch_engines", "fetch_servers"]
 
 ServersView = Callable[[], list[dict[str, Any]]]
 
 
-def build_head_app(*, config: dict[str, Any], servers: ServersView) -> FastAPI:
-    """The head server's app. `config` must already be masked; `servers` is called per request."""
+def build_head_app(
+    *, config: dict[str, Any], servers: ServersView, engines: ServersView = lambda: []
+) -> FastAPI:
+    """The head server's app. `config` must already be masked; `servers`/`engines` run per request."""
     app = build_app(HEAD_NAME)
 
     @app.get("/config")
@@ -43,6 +47,10 @@ def build_head_app(*, config: dict[str, Any], servers: ServersView) -> FastAPI:
     @app.get("/servers")
     async def get_servers() -> JSONResponse:
         return JSONResponse(servers())
+
+    @app.get("/engines")
+    async def get_engines() -> JSONResponse:
+        return JSONResponse(engines())
 
     return app
 
@@ -88,6 +96,16 @@ def fetch_servers(head_url: str, *, timeout_s: float = 2.0) -> list[dict[str, An
     ):
         raise InvalidOutputError(f"{head_url}/servers did not answer a list of servers: {servers!r:.200}")
     return servers
+
+
+def fetch_engines(head_url: str, *, timeout_s: float = 2.0) -> list[dict[str, Any]]:
+    """The stack's vLLM engines (where each runs); empty from a head server that lists none."""
+    engines = _get_json(f"{head_url.rstrip('/')}/engines", timeout_s=timeout_s)
+    if not isinstance(engines, list) or not all(
+        isinstance(entry, dict) and "url" in entry for entry in engines
+    ):
+        raise InvalidOutputError(f"{head_url}/engines did not answer a list of engines: {engines!r:.200}")
+    return engines
 
 
 def fetch_config(head_url: str, *, timeout_s: float = 2.0) -> dict[str, Any]:

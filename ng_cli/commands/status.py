@@ -14,7 +14,8 @@ from ng_cli.commands._app import (
     make_console,
     overrides_argument,
 )
-from ng_cli.head import fetch_servers
+from ng_cli.errors import UpstreamHTTPError
+from ng_cli.head import fetch_engines, fetch_servers
 from ng_cli.launcher.health import probe_all
 from ng_cli.launcher.plan import head_url_from_config, read_seconds
 from ng_cli.launcher.render import status_table
@@ -42,14 +43,29 @@ def status(
     config: ConfigFiles = None,
     verbose: Verbose = False,
 ) -> None:
-    """Print each server of the running stack as up or down, with its URL and pid."""
+    """Print each server and engine of the running stack as up or down, with its URL, pid and node."""
     with composed_config(overrides, config, verbose=verbose) as composed:
         head_url = head_url_from_config(composed)
         timeout_s = read_seconds(composed, "probe_timeout_s", 2.0)
         servers = fetch_servers(head_url, timeout_s=timeout_s)
+        try:
+            engines = fetch_engines(head_url, timeout_s=timeout_s)
+        except UpstreamHTTPError:  # a head server from before /engines
+            engines = []
+        servers += [_engine_entry(engine) for engine in engines]
         up = probe_all({entry["name"]: entry["url"] for entry in servers}, timeout_s=timeout_s)
         make_console().print(status_table(head_url, servers, up))
     raise typer.Exit(0 if all(up.values()) else 1)
+
+
+def _engine_entry(engine: dict[str, object]) -> dict[str, object]:
+    """An engine as a status row: its root URL (vLLM's /health is not under /v1)."""
+    return {
+        **engine,
+        "kind": "engine",
+        "implementation": "vllm",
+        "url": str(engine["url"]).removesuffix("/v1"),
+    }
 
 
 def main() -> None:

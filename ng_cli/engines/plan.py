@@ -103,6 +103,8 @@ class EngineSpec:
     """The group's coordinator port (vLLM data parallelism only); 0 until picked."""
     expert_parallel_size: int = 1
     """The EP size this engine must report at start (1: no expert parallelism)."""
+    data_parallel_address: str | None = None
+    """The group's coordinator address when it is not this engine's host (ranks on several Ray nodes)."""
 
     @property
     def root_url(self) -> str:
@@ -136,7 +138,7 @@ class EngineSpec:
             argv += ["--data-parallel-size", str(self.data_parallel_size)]
             if self.data_parallel_rank is not None:
                 argv += ["--data-parallel-rank", str(self.data_parallel_rank)]
-                argv += ["--data-parallel-address", _dp_address(self.host)]
+                argv += ["--data-parallel-address", self.data_parallel_address or _dp_address(self.host)]
             if self.rpc_port:
                 argv += ["--data-parallel-rpc-port", str(self.rpc_port)]
         if self.expert_parallel_size > 1:

@@ -12,28 +12,30 @@
 An engine is one more kind of child (`process.spawn_child`: output relayed with its
 `[instance/engine-i]` prefix, last lines kept). Each leads its own process group, so a restart
 can end exactly what that engine spawned (EngineCore, workers); `pgids` lists every group for
-the stack's stop, which signals them all.
+the stack's stop, which signals them all. On Ray the same fleet runs with another `start`
+(`RayBackend.start_engine`: an actor on the engine's placement-group bundle owns the process and
+reports the address it serves at), so readiness, checks and restarts are this module's either way.
 """
 
 from __future__ import annotations
 
-import contextlib
 import http.client
 import json
 import os
-import signal
-import subprocess
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from urllib.parse import urlsplit
 
 from ng_cli.engines.engine_log import EngineFacts, parallelism_problems
 from ng_cli.engines.plan import EngineSpec, InstanceEngines
 from ng_cli.errors import LaunchError
-from ng_cli.launcher.process import Child, LineSink, describe_exit, spawn_child, tail_text
+from ng_cli.launcher.process import Child, Handle, LineSink, spawn_child, tail_text
 
-__all__ = ["PROGRESS_EVERY_S", "EngineFleet", "serves_model"]
+__all__ = ["PROGRESS_EVERY_S", "EngineFleet", "EngineStarter", "serves_model"]
+
+EngineStarter = Callable[[EngineSpec, InstanceEngines, LineSink], tuple[Handle, EngineSpec]]
+"""Starts one engine; returns its handle and the spec it really runs (a Ray node's address and ports)."""
 
 PROGRESS_EVERY_S = 10.0
 _PROBE_TIMEOUT_S = 1.0
@@ -68,7 +70,7 @@ def serves_model(root_url: str, *, api_key: str, model: str, timeout_s: float = 
 class _Engine:
     spec: EngineSpec
     plan: InstanceEngines
-    child: Child | None = None
+    child: Handle | None = None
     facts: EngineFacts = field(default_factory=EngineFacts)
     started_at: float = 0.0
     ready_s: float | None = None
@@ -91,8 +93,11 @@ class EngineFleet:
         sink: LineSink,
         base_env: Mapping[str, str] | None = None,
         clock: Callable[[], float] = time.monotonic,
+        starter: EngineStarter | None = None,
     ) -> None:
+        self.plans = plans
         self.engines = [_Engine(spec, plan) for plan in plans for spec in plan.engines]
+        self.starter = starter or self._start_local
         self.sink = sink
         self.base_env = dict(os.environ if base_env is None else base_env)
         self.clock = clock
@@ -105,8 +110,15 @@ class EngineFleet:
         return bool(self.engines)
 
     @property
-    def children(self) -> list[Child]:
+    def children(self) -> list[Handle]:
         return [engine.child for engine in self.engines if engine.child is not None]
+
+    def placed_plans(self) -> tuple[InstanceEngines, ...]:
+        """The plans with each engine's spec as it runs (on Ray: its node's address and ports)."""
+        return tuple(
+            replace(plan, engines=tuple(e.spec for e in self.engines if e.plan is plan))
+            for plan in self.plans
+        )
 
     def start(self) -> None:
         for engine in self.engines:
@@ -170,6 +182,7 @@ class EngineFleet:
                 **engine.spec.describe(),
                 "url": engine.spec.base_url,
                 "pid": engine.child.pid if engine.child is not None else None,
+                **(engine.child.location() if engine.child is not None else {}),
                 "ready_s": engine.ready_s,
                 "reported": engine.facts.summary(),
                 "restarts": self.restarts.get(engine.key, 0),
@@ -181,8 +194,7 @@ class EngineFleet:
 
     def _spawn(self, engine: _Engine) -> None:
         if engine.child is not None:  # a restart: the old one is gone (killed with its group)
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                engine.child.process.wait(timeout=5.0)
+            engine.child.wait(5.0)
         engine.facts = EngineFacts()
         engine.ready_s = None
         engine.started_at = self.clock()
@@ -192,14 +204,18 @@ class EngineFleet:
             facts.feed(line)
             self.sink(name, line)
 
-        engine.child = spawn_child(
-            engine.spec.name,
-            engine.spec.argv(),
-            pgid=None,
-            sink=observe,
-            env=engine.plan.env_of(engine.spec, self.base_env),
+        engine.child, engine.spec = self.starter(engine.spec, engine.plan, observe)
+        if isinstance(engine.child, Child):
+            self.pgids.add(engine.child.pgid)
+
+    def _start_local(
+        self, spec: EngineSpec, plan: InstanceEngines, sink: LineSink
+    ) -> tuple[Handle, EngineSpec]:
+        """A child of ng_run leading its own process group."""
+        child = spawn_child(
+            spec.name, spec.argv(), pgid=None, sink=sink, env=plan.env_of(spec, self.base_env)
         )
-        self.pgids.add(engine.child.pgid)
+        return child, spec
 
     def _probe(self, engine: _Engine, *, force: bool = False) -> bool:
         now = self.clock()
@@ -245,13 +261,12 @@ class EngineFleet:
         group = [other for other in self.engines if other.key == engine.key]
         for member in group:  # ranks of one group share collectives: they restart together
             if member.child is not None:
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.killpg(member.child.pgid, signal.SIGKILL)
+                member.child.kill()
             member.restart_at = now + delay
             member.ready_s = None
         others = f" with {len(group) - 1} other rank(s) of its group" if len(group) > 1 else ""
         self._say(
-            f"{engine.spec.name} exited ({describe_exit(code)}); restarting it{others} in {delay:.0f} s "
+            f"{engine.spec.name} exited ({engine.child.describe_end(code)}); restarting it{others} in {delay:.0f} s "
             f"(restart {done + 1} of {engine.plan.max_restarts}); its sessions go to the other engines"
         )
 
@@ -273,11 +288,12 @@ class EngineFleet:
             )
 
     def _death_error(self, engine: _Engine, code: int, *, when: str) -> LaunchError:
-        if engine.child is not None and engine.child.relay is not None:
-            engine.child.relay.join(timeout=1.0)
+        if engine.child is not None:
+            engine.child.wait(1.0)  # the last lines arrive
         pid = engine.child.pid if engine.child is not None else "?"
+        end = engine.child.describe_end(code) if engine.child is not None else f"exit code {code}"
         return LaunchError(
-            f"engine '{engine.spec.name}' (pid {pid}) exited {when}: {describe_exit(code)}"
+            f"engine '{engine.spec.name}' (pid {pid}) exited {when}: {end}"
             f"{tail_text(engine.spec.name, engine.child)}",
             hint="the lines above are its last output; fix the cause, then rerun ng_run",
         )

@@ -25,9 +25,11 @@ from ng_cli.config.schema import validate_block
 from ng_cli.config.secrets import mask
 from ng_cli.engines.config import LocalVllmModelConfig
 from ng_cli.engines.local_vllm import default_engine_python
+from ng_cli.engines.placement import PlacementPlan, plan_placement
 from ng_cli.engines.plan import InstanceEngines, plan_engines, visible_devices
 from ng_cli.errors import ConfigError
 from ng_cli.launcher.ports import connect_host
+from ng_cli.launcher.ray_config import RayConfig, read_ray_config
 from ng_cli.servers.spec import ServerAddress, ServerSpec
 
 __all__ = [
@@ -120,6 +122,14 @@ class StackPlan:
     """The vLLM engines to start before the servers, per local_vllm_model instance."""
     relays: dict[str, EnvironmentRelay] = field(default_factory=dict)
     """NeMo Gym environment servers (legacy_agent relays) by name, each served by its agent."""
+    ray: RayConfig | None = None
+    """Set: the engines (and the servers `ray.servers` names) run as actors on this Ray cluster."""
+    placement: PlacementPlan | None = None
+    """With `ray`: the placement groups of the engines and the server actors' CPUs."""
+
+    def is_actor(self, name: str) -> bool:
+        """True for a server instance that runs as a Ray actor."""
+        return self.placement is not None and name in self.placement.server_cpus
 
     @property
     def processes(self) -> tuple[ServerPlan, ...]:
@@ -140,6 +150,16 @@ class StackPlan:
         head = replace(self.head, port=ports.get(self.head.name, self.head.port))
         servers = tuple(replace(server, port=ports.get(server.name, server.port)) for server in self.servers)
         return replace(self, head=head, servers=servers)
+
+    def with_addresses(self, addresses: Mapping[str, tuple[str, int]]) -> StackPlan:
+        """The same plan with the given servers at (host, port): Ray actors bind on their own node."""
+        servers = tuple(
+            replace(server, host=addresses[server.name][0], port=addresses[server.name][1])
+            if server.name in addresses
+            else server
+            for server in self.servers
+        )
+        return replace(self, servers=servers)
 
     def with_engines(self, engines: tuple[InstanceEngines, ...]) -> StackPlan:
         """The same plan with the engines' picked ports filled in."""
@@ -222,11 +242,13 @@ def plan_stack(
     python: str = sys.executable,
     env: Mapping[str, str] | None = None,
     engine_python: str | None = None,
+    cluster_gpus: int | None = None,
 ) -> StackPlan:
     """Plan the head server, the engines, and one child per server instance; ConfigError naming the file.
 
     `env` (default: this process's) gives the visible GPUs and the engine switches;
-    `engine_python` the interpreter engines use when their config names none.
+    `engine_python` the interpreter engines use when their config names none. With a `ray`
+    block, `cluster_gpus` (the cluster's, once connected) replaces the GPUs visible here.
     """
     head = _head_plan(config)
     servers = tuple(
@@ -234,6 +256,22 @@ def plan_stack(
         for instance in config.instances.values()
     )
     _check_port_clashes((head, *servers))
+    ray = read_ray_config(config, [server.name for server in servers])
+    devices = tuple(str(i) for i in range(cluster_gpus)) if ray and cluster_gpus is not None else None
+    engines = engine_plans(
+        config, env=os.environ if env is None else env, python=engine_python, devices=devices
+    )
+    placement = None
+    if ray is not None:
+        actor_servers = ray.actor_servers([server.name for server in servers])
+        _check_actor_servers(servers, actor_servers, config)
+        placement = plan_placement(
+            engines,
+            run_id=_random.token_hex(4),
+            cpus_per_bundle=ray.engine_num_cpus,
+            expert_groups_may_span=ray.expert_groups_may_span,
+            server_cpus=actor_servers,
+        )
     return StackPlan(
         head=head,
         servers=servers,
@@ -241,17 +279,35 @@ def plan_stack(
         session_secret=session_secret or _random.token_hex(32),
         masked_config=mask(config.tree),
         ready_timeout_s=read_seconds(config, "ready_timeout_s", DEFAULT_READY_TIMEOUT_S),
-        engines=engine_plans(config, env=os.environ if env is None else env, python=engine_python),
+        engines=engines,
         relays=dict(config.relays),
+        ray=ray,
+        placement=placement,
     )
 
 
+def _check_actor_servers(
+    servers: tuple[ServerPlan, ...], actors: Mapping[str, float], config: ComposedConfig
+) -> None:
+    for server in servers:
+        if server.name in actors and server.workers > 1:
+            raise ConfigError(
+                f"{_at(config.sources.lookup('ray.servers'))}ray.servers: '{server.name}' has num_workers "
+                f"{server.workers}; a server actor runs one process",
+                hint="run several instances of it as actors instead, or leave it out of ray.servers",
+            )
+
+
 def engine_plans(
-    config: ComposedConfig, *, env: Mapping[str, str], python: str | None
+    config: ComposedConfig,
+    *,
+    env: Mapping[str, str],
+    python: str | None,
+    devices: tuple[str, ...] | None = None,
 ) -> tuple[InstanceEngines, ...]:
-    """Engines of every local_vllm_model instance without a base_url, on devices taken in order."""
+    """Engines of every local_vllm_model instance without a base_url, on devices taken in order
+    (`devices`, else the GPUs visible here: CUDA_VISIBLE_DEVICES or the first instance's num_gpus)."""
     plans: list[InstanceEngines] = []
-    devices: tuple[str, ...] | None = None
     for instance in config.instances.values():
         if instance.implementation != LOCAL_ENGINES_IMPLEMENTATION:
             continue

@@ -10,14 +10,17 @@ reaches only `ng_run`, which then stops the group in order.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
+import socket
 import subprocess
 import threading
+import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import IO
+from typing import IO, Any, Protocol
 
 from rich.console import Console
 from rich.text import Text
@@ -26,6 +29,7 @@ __all__ = [
     "LOG_TAIL_LINES",
     "Child",
     "ConsoleSink",
+    "Handle",
     "LineSink",
     "describe_exit",
     "group_exists",
@@ -37,8 +41,31 @@ __all__ = [
 LOG_TAIL_LINES = 50
 """How many of a child's last output lines are kept for error reports."""
 
+_HOSTNAME = socket.gethostname()
+
 LineSink = Callable[[str, str], None]
 """Receives (child name, one line of its output without the newline)."""
+
+
+class Handle(Protocol):
+    """A running process as the launcher sees it: a local `Child`, or one a Ray actor owns."""
+
+    name: str
+
+    @property
+    def pid(self) -> int: ...
+
+    def exit_code(self) -> int | None: ...
+
+    def last_lines(self) -> list[str]: ...
+
+    def describe_end(self, code: int) -> str: ...
+
+    def location(self) -> dict[str, Any]: ...
+
+    def kill(self) -> None: ...
+
+    def wait(self, timeout_s: float) -> None: ...
 
 
 @dataclass
@@ -61,6 +88,26 @@ class Child:
 
     def last_lines(self) -> list[str]:
         return list(self.tail)
+
+    def describe_end(self, code: int) -> str:
+        return describe_exit(code)
+
+    def location(self) -> dict[str, Any]:
+        """Where it runs: this machine (a Ray child names its node and actor)."""
+        return {"node": _HOSTNAME, "actor": None}
+
+    def kill(self) -> None:
+        """SIGKILL its process group: it and everything it started (an engine leads its own group)."""
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.pgid, signal.SIGKILL)
+
+    def wait(self, timeout_s: float) -> None:
+        """Until it has ended and its output is read (or `timeout_s` passed)."""
+        deadline = time.monotonic() + timeout_s
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.process.wait(timeout=timeout_s)
+        if self.relay is not None:
+            self.relay.join(timeout=max(0.0, deadline - time.monotonic()))
 
 
 class ConsoleSink:
@@ -148,7 +195,7 @@ def describe_exit(code: int) -> str:
     return f"exit code {code}"
 
 
-def tail_text(name: str, child: Child | None) -> str:
+def tail_text(name: str, child: Handle | None) -> str:
     """A child's last output lines, each prefixed with its name, for a death report."""
     lines = child.last_lines() if child is not None else []
     if not lines:

@@ -10,11 +10,20 @@ from rich.table import Table
 from rich.text import Text
 
 from ng_cli.config.paths import display_path
+from ng_cli.engines.placement import PlacementPlan
 from ng_cli.engines.plan import InstanceEngines
 from ng_cli.launcher.plan import StackPlan
 from ng_cli.launcher.server_tests import SuiteResult
 
-__all__ = ["engine_notes", "engines_table", "plan_table", "ready_table", "status_table", "suites_table"]
+__all__ = [
+    "engine_notes",
+    "engines_table",
+    "placement_table",
+    "plan_table",
+    "ready_table",
+    "status_table",
+    "suites_table",
+]
 
 
 def plan_table(plan: StackPlan) -> Table:
@@ -43,6 +52,20 @@ def engines_table(plans: Iterable[InstanceEngines], title: str = "vLLM engines (
     return table
 
 
+def placement_table(placement: PlacementPlan, *, address: str) -> Table:
+    """The Ray placement groups (one per engine or expert group) and the server actors."""
+    table = Table(
+        title=f"Ray placement (ray.address {address}, run {placement.run_id})", title_justify="left"
+    )
+    for column in ("placement group / actor", "strategy", "needs", "engines"):
+        table.add_column(column, no_wrap=column == "placement group / actor")
+    for row in placement.describe():
+        table.add_row(row["group"], row["strategy"], row["needs"], row["engines"])
+    for server, cpus in placement.server_cpus.items():
+        table.add_row(placement.server_actor(server), "-", f"{cpus:g} CPUs", f"(server {server})")
+    return table
+
+
 def engine_notes(plans: Iterable[InstanceEngines]) -> list[Text]:
     """The plan's explanations (defaults, quirks) and warnings (a user's value overridden)."""
     return [
@@ -68,24 +91,33 @@ def ready_table(
     table.add_column("implementation")
     table.add_column("URL", no_wrap=True)
     table.add_column("pid", justify="right")
+    on_ray = plan.placement is not None
+    if on_ray:
+        table.add_column("node / Ray actor")
     table.add_column("ready (s)", justify="right")
     head = plan.head
-    table.add_row(head.name, head.kind, "-", head.url, str(os.getpid()), _seconds(ready_s.get(head.name)))
+    where = ["(driver)"] if on_ray else []
+    table.add_row(
+        head.name, head.kind, "-", head.url, str(os.getpid()), *where, _seconds(ready_s.get(head.name))
+    )
     for engine in engines:
         table.add_row(
             str(engine["name"]), "engine", "vllm", str(engine["url"]), str(engine["pid"]),
-            _seconds(ready_s.get(str(engine["name"]))),
+            *([_where(engine)] if on_ray else []), _seconds(ready_s.get(str(engine["name"]))),
         )  # fmt: skip
     for server in servers:
         table.add_row(
-            server["name"],
-            server["kind"],
-            server["implementation"],
-            server["url"],
-            str(server["pid"]),
-            _seconds(ready_s.get(server["name"])),
-        )
+            server["name"], server["kind"], server["implementation"], server["url"], str(server["pid"]),
+            *([_where(server)] if on_ray else []), _seconds(ready_s.get(server["name"])),
+        )  # fmt: skip
     return table
+
+
+def _where(entry: Mapping[str, Any]) -> str:
+    """`10.0.0.3 ng-ab12-policy-engine-0`, or the local node's name for a plain child."""
+    actor = entry.get("actor")
+    node = str(entry.get("node") or "-")
+    return f"{node} {actor}" if actor else f"{node} (local process)"
 
 
 def status_table(head_url: str, servers: Iterable[Mapping[str, Any]], up: Mapping[str, bool]) -> Table:
@@ -96,6 +128,7 @@ def status_table(head_url: str, servers: Iterable[Mapping[str, Any]], up: Mappin
     table.add_column("implementation")
     table.add_column("URL", no_wrap=True)
     table.add_column("pid", justify="right")
+    table.add_column("node / Ray actor")
     table.add_column("status")
     for server in servers:
         state = "[green]up[/green]" if up.get(server["name"]) else "[red]down[/red]"
@@ -106,6 +139,7 @@ def status_table(head_url: str, servers: Iterable[Mapping[str, Any]], up: Mappin
             str(server.get("implementation", "-")),
             str(server["url"]),
             str(server.get("pid", "-")),
+            _where(server),
             state,
         )
     return table

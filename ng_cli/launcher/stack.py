@@ -11,6 +11,10 @@
     stop()              SIGTERM to the group, SIGKILL after the grace period, reap, close, clean
 
 `stop()` is idempotent and safe to call from `finally` at any point of `start()`.
+
+With a `RayBackend` (the plan has a `ray` block) the same steps place the engines' groups first,
+let the server actors bind on their nodes, and start engines and those servers through their
+actors; `stop()` then also removes every actor and placement group this stack created.
 """
 
 from __future__ import annotations
@@ -37,8 +41,8 @@ from ng_cli.launcher.ports import bind_listener
 from ng_cli.launcher.process import (
     Child,
     ConsoleSink,
+    Handle,
     LineSink,
-    describe_exit,
     group_exists,
     signal_groups,
     spawn_child,
@@ -48,6 +52,7 @@ from ng_cli.servers.spec import write_spec
 
 if TYPE_CHECKING:
     from ng_cli.head import HeadServer
+    from ng_cli.launcher.ray_backend import RayBackend
 
 __all__ = ["STOP_TIMEOUT_S", "Stack", "make_run_dir"]
 
@@ -65,12 +70,16 @@ def make_run_dir() -> Path:
 class Stack:
     """The processes of one `StackPlan`. Build it with `Stack.start(plan)`."""
 
-    def __init__(self, plan: StackPlan, *, sink: LineSink | None = None) -> None:
+    def __init__(
+        self, plan: StackPlan, *, sink: LineSink | None = None, backend: RayBackend | None = None
+    ) -> None:
         self.plan = plan
+        self.backend = backend
+        """The Ray cluster the engines and actor servers run on; None: everything is a local child."""
         self.sink = sink or ConsoleSink()
         self.redactor = Redactor([value for server in plan.servers for value in secret_values(server.config)])
         """Hides every secret of the stack in the children's relayed output and death reports."""
-        self.children: dict[str, Child] = {}
+        self.children: dict[str, Handle] = {}
         self.ready_s: dict[str, float] = {}
         self.head: HeadServer | None = None
         self.engines = EngineFleet((), sink=self.sink)
@@ -81,11 +90,15 @@ class Stack:
         self._stopped = False
 
     @classmethod
-    def start(cls, plan: StackPlan, *, sink: LineSink | None = None) -> Stack:
+    def start(
+        cls, plan: StackPlan, *, sink: LineSink | None = None, backend: RayBackend | None = None
+    ) -> Stack:
         """Bind, spawn and serve; on any failure, everything started so far is stopped."""
-        stack = cls(plan, sink=sink)
+        stack = cls(plan, sink=sink, backend=backend)
         try:
             stack._bind()
+            if backend is not None:
+                stack._place(backend)
             if stack.plan.engines:
                 stack._spawn_engines()  # the servers follow once the engines serve (wait_ready)
             else:
@@ -100,6 +113,7 @@ class Stack:
         """Seconds from start to ready for the head, engines and servers; LaunchError if one fails."""
         if self.engines and not self.children:
             self.ready_s.update(self.engines.wait_ready(should_stop=should_stop))
+            self.plan = self.plan.with_engines(self.engines.placed_plans())  # where they really serve
             self._spawn_children()
         targets = {
             name: Target(name=name, url=self.plan.server(name.split("#")[0]).url, exit_code=child.exit_code)
@@ -147,13 +161,14 @@ class Stack:
         if self.head is not None:
             self.head.request_stop()
         self._terminate(force=force, hurry=hurry, deadline=deadline)
+        if self.backend is not None:
+            self.backend.stop(grace_s=0.0 if force or hurry() else _TERM_GRACE_S - 1.0)
         if self.head is not None:
             self.head.join(timeout_s=max(0.1, deadline - time.monotonic()))
         for sock in [*self._sockets.values(), *self._engine_sockets]:
             sock.close()
         for child in self._all_children():
-            if child.relay is not None:
-                child.relay.join(timeout=max(0.0, min(0.5, deadline - time.monotonic())))
+            child.wait(max(0.0, min(0.5, deadline - time.monotonic())))
         shutil.rmtree(self.plan.run_dir, ignore_errors=True)
 
     def servers_status(self) -> list[dict[str, Any]]:
@@ -167,6 +182,7 @@ class Stack:
                 "implementation": server.implementation,
                 "url": server.url,
                 "pid": self.children[server.name].pid if server.name in self.children else None,
+                **(self.children[server.name].location() if server.name in self.children else {}),
                 "is_ready": server.name in self.ready_s and self._is_running(server.name),
                 **({"worker_pids": self._worker_pids(server)} if server.workers > 1 else {}),
             }
@@ -197,6 +213,11 @@ class Stack:
             "servers": self.servers_status(),
             "engines": self.engines.rows(),
         }
+        if self.plan.placement is not None:
+            payload["ray"] = {
+                "run_id": self.plan.placement.run_id,
+                "placement_groups": [group.name for group in self.plan.placement.groups],
+            }
         path.parent.mkdir(parents=True, exist_ok=True)
         temporary = path.with_name(f".{path.name}.tmp")
         temporary.write_text(json.dumps(payload, indent=2))
@@ -204,11 +225,25 @@ class Stack:
 
     def _bind(self) -> None:
         for process in self.plan.processes:
-            self._sockets[process.name] = bind_listener(process.host, process.port, owner=process.name)
+            if not self.plan.is_actor(process.name):  # an actor binds on its own node (`_place`)
+                self._sockets[process.name] = bind_listener(process.host, process.port, owner=process.name)
         self.plan = self.plan.with_ports(
             {name: sock.getsockname()[1] for name, sock in self._sockets.items()}
         )
-        self.plan = self.plan.with_engines(tuple(self._pick_engine_ports(plan) for plan in self.plan.engines))
+        if self.backend is None:  # on Ray each engine's actor picks ports free on its node
+            self.plan = self.plan.with_engines(
+                tuple(self._pick_engine_ports(plan) for plan in self.plan.engines)
+            )
+
+    def _place(self, backend: RayBackend) -> None:
+        """Reserve the engines' placement groups; let the server actors bind and report where."""
+        assert self.plan.placement is not None
+        backend.place(self.plan.placement)
+        addresses = {
+            name: backend.listen(name, self.plan.server(name).host, self.plan.server(name).port, cpus)
+            for name, cpus in self.plan.placement.server_cpus.items()
+        }
+        self.plan = self.plan.with_addresses(addresses)
 
     def _pick_engine_ports(self, plan: InstanceEngines) -> InstanceEngines:
         """Free ports for the engines; held until they spawn (vLLM binds its own, we cannot pass a socket)."""
@@ -223,15 +258,22 @@ class Stack:
         for sock in self._engine_sockets:  # release the reservations right before vLLM binds them
             sock.close()
         self._engine_sockets.clear()
-        self.engines = EngineFleet(self.plan.engines, sink=self.sink)
+        starter = self.backend.start_engine if self.backend is not None else None
+        self.engines = EngineFleet(self.plan.engines, sink=self.sink, starter=starter)
         self.engines.start()
 
-    def _all_children(self) -> list[Child]:
+    def _all_children(self) -> list[Handle]:
         return [*self.children.values(), *self.engines.children]
 
     def _spawn_children(self) -> None:
         pgid: int | None = None
         for server in self.plan.servers:
+            if self.backend is not None and self.plan.is_actor(server.name):
+                spec = self.plan.spec_for(server.name, listen_fd=None)  # the actor fills in its socket
+                self.children[server.name] = self.backend.start_server(
+                    server.name, server.command, spec.model_dump(), sink=self.sink, redact=self.redactor.text
+                )
+                continue
             sock = self._sockets.pop(server.name)
             try:
                 for worker in range(server.workers):  # workers share the socket: pre-fork style
@@ -263,7 +305,9 @@ class Stack:
     def _serve_head(self) -> None:
         from ng_cli.head import HeadServer, build_head_app  # fastapi loads while the children start
 
-        app = build_head_app(config=self.plan.masked_config, servers=self.servers_status)
+        app = build_head_app(
+            config=self.plan.masked_config, servers=self.servers_status, engines=lambda: self.engines.rows()
+        )
         self.head = HeadServer(app, self._sockets.pop(self.plan.head.name))
         self.head.start()
         self.ready_s[self.plan.head.name] = time.monotonic() - self._started
@@ -280,7 +324,9 @@ class Stack:
         return child is not None and child.exit_code() is None
 
     def _terminate(self, *, force: bool, hurry: Callable[[], bool], deadline: float) -> None:
-        running = [child for child in self._all_children() if child.exit_code() is None]
+        """The local children; Ray's are the backend's to stop."""
+        local = [child for child in self._all_children() if isinstance(child, Child)]
+        running = [child for child in local if child.exit_code() is None]
         pgids = self._pgids | self.engines.pgids
         signal_groups(pgids, signal.SIGKILL if force else signal.SIGTERM)
         kill_at = min(deadline - 0.5, time.monotonic() + _TERM_GRACE_S)
@@ -289,17 +335,16 @@ class Stack:
             time.sleep(0.02)
         # SIGKILL whatever is left in the groups, children's own children included.
         signal_groups({pgid for pgid in pgids if group_exists(pgid)}, signal.SIGKILL)
-        for child in self._all_children():
+        for child in local:
             try:
                 child.process.wait(timeout=max(0.05, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:  # unkillable (D state): nothing more to do than SIGKILL
                 continue
 
-    def _death_error(self, child: Child, *, before_ready: bool) -> LaunchError:
-        if child.relay is not None:
-            child.relay.join(timeout=1.0)  # let the last lines arrive
+    def _death_error(self, child: Handle, *, before_ready: bool) -> LaunchError:
+        child.wait(1.0)  # let the last lines arrive
         code = child.exit_code()
-        status = describe_exit(code) if code is not None else "no exit status"
+        status = child.describe_end(code) if code is not None else "no exit status"
         when = "before it was ready" if before_ready else "while the stack was running"
         return LaunchError(
             f"server '{child.name}' (pid {child.pid}) exited {when}: {status}{self._tail_text(child)}",
@@ -307,5 +352,5 @@ class Stack:
         )
 
     @staticmethod
-    def _tail_text(child: Child) -> str:
+    def _tail_text(child: Handle) -> str:
         return tail_text(child.name, child)

@@ -14,6 +14,7 @@ import shutil
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import yaml
 from rich.console import Console
@@ -24,14 +25,27 @@ from ng_cli.errors import ConfigError, LaunchError
 from ng_cli.launcher.check import check_instances, print_warnings
 from ng_cli.launcher.plan import StackPlan, plan_stack
 from ng_cli.launcher.process import LineSink
-from ng_cli.launcher.render import engine_notes, engines_table, plan_table, ready_table
+from ng_cli.launcher.ray_config import read_ray_config
+from ng_cli.launcher.render import engine_notes, engines_table, placement_table, plan_table, ready_table
 from ng_cli.launcher.signals import StopSignals, exit_code_for
 from ng_cli.launcher.stack import Stack, make_run_dir
+
+if TYPE_CHECKING:
+    from ng_cli.launcher.ray_backend import RayBackend
 
 __all__ = ["RUN_OPTIONS", "launch", "run_stack"]
 
 RUN_OPTIONS = frozenset(
-    {"config_paths", "head_server", "head_server_url", "dry_run", "ready_file", "ready_timeout_s", "verbose"}
+    {
+        "config_paths",
+        "head_server",
+        "head_server_url",
+        "dry_run",
+        "ready_file",
+        "ready_timeout_s",
+        "verbose",
+        "ray",
+    }
 )
 """The top-level keys ng_run reads besides the server instances (a typo of one is refused)."""
 
@@ -54,11 +68,15 @@ def launch(config: ComposedConfig, *, console: Console, sink: LineSink | None = 
         }
         console.print(yaml.safe_dump(details, sort_keys=False), markup=False, highlight=False, soft_wrap=True)
         return 0
+    backend = _connect(config)
     run_dir = make_run_dir()
     try:
-        plan = plan_stack(config, run_dir=run_dir)
+        cluster_gpus = backend.total_gpus() if backend is not None else None
+        plan = plan_stack(config, run_dir=run_dir, cluster_gpus=cluster_gpus)
     except BaseException:
         shutil.rmtree(run_dir, ignore_errors=True)
+        if backend is not None:
+            backend.stop()
         raise
 
     _print_engine_plan(plan, console)
@@ -66,15 +84,26 @@ def launch(config: ComposedConfig, *, console: Console, sink: LineSink | None = 
     def show(stack: Stack) -> None:
         console.print(ready_table(stack.plan, stack.servers_status(), stack.ready_s, stack.engines.rows()))
 
-    return run_stack(plan, on_ready=show, ready_file=_ready_file(config), sink=sink)
+    return run_stack(plan, on_ready=show, ready_file=_ready_file(config), sink=sink, backend=backend)
+
+
+def _connect(config: ComposedConfig) -> RayBackend | None:
+    """The Ray cluster of a `ray` block (Ray is imported only here); None without one."""
+    ray = read_ray_config(config, list(config.instances))
+    if ray is None:
+        return None
+    from ng_cli.launcher.ray_backend import RayBackend
+
+    return RayBackend.connect(ray)
 
 
 def _print_engine_plan(plan: StackPlan, console: Console) -> None:
-    if not plan.engines:
-        return
-    console.print(engines_table(plan.engines))
-    for note in engine_notes(plan.engines):
-        console.print(note)
+    if plan.engines:
+        console.print(engines_table(plan.engines))
+        for note in engine_notes(plan.engines):
+            console.print(note)
+    if plan.placement is not None:
+        console.print(placement_table(plan.placement, address=plan.ray.address if plan.ray else "?"))
 
 
 def run_stack(
@@ -83,10 +112,11 @@ def run_stack(
     on_ready: Callable[[Stack], None],
     ready_file: Path | None = None,
     sink: LineSink | None = None,
+    backend: RayBackend | None = None,
 ) -> int:
     """Start `plan`, call `on_ready` once every server answers, then supervise; returns the exit code."""
     with StopSignals() as signals:
-        stack = Stack.start(plan, sink=sink)
+        stack = Stack.start(plan, sink=sink, backend=backend)
         try:
             stack.wait_ready(should_stop=signals.requested)
             on_ready(stack)

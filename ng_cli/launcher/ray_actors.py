@@ -1,0 +1,186 @@
+"""The Ray actors of a stack: each owns one OS process on its node (a vLLM engine or a server child).
+
+An actor is a thin owner, not a second supervisor: it starts the process the launcher planned
+(the same argv a local child gets), keeps its output for the driver to read (`poll`), and ends
+it with its process group (`stop`). The process dies with its actor too: engines and servers
+set `PR_SET_PDEATHSIG`, so a killed actor leaves no process behind on its node.
+
+Secrets (the engines' key, a server's spec) never appear in the actor's arguments, which Ray
+records and its dashboard shows: the launcher puts them in the object store and passes the
+reference inside a list, so Ray does not resolve it into the call; the actor `ray.get`s it.
+
+This module imports Ray at the top: only `launcher.ray_backend` imports it, and only when a
+config sets `ray.address`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import ray
+
+from ng_cli.engines.plan import ENGINE_MAIN
+
+__all__ = ["ENGINE_MAIN_TOKEN", "GpuLease", "ProcessHost"]
+
+ENGINE_MAIN_TOKEN = "{ng_engine_main}"
+"""Stands for `engines/engine_main.py` in an engine's argv: its path on the actor's node may differ."""
+_KEPT_LINES = 5000
+"""Lines kept between two polls (the driver polls several times a second)."""
+
+
+class _ProcessHost:
+    """Owns one process on this node: its socket (servers), its output, its end."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.process: subprocess.Popen[bytes] | None = None
+        self.listener: socket.socket | None = None
+        self.lines: list[str] = []
+        self.first = 0
+        """Index (since start) of `lines[0]`: the driver's cursor counts every line ever read."""
+        self.lock = threading.Lock()
+        self.read_all = False
+        """The process's output is read to its end (its exit code may be reported)."""
+        self.workdir = Path(tempfile.mkdtemp(prefix="ng_ray-"))
+
+    def node(self) -> dict[str, Any]:
+        """Where this actor runs: node IP and id, host name, the actor's own pid."""
+        context = ray.get_runtime_context()
+        return {
+            "ip": ray.util.get_node_ip_address(),  # type: ignore[no-untyped-call]
+            "node_id": context.get_node_id(),
+            "hostname": socket.gethostname(),
+            "actor_pid": os.getpid(),
+        }
+
+    def gpu_ids(self) -> list[str]:
+        return [str(gpu) for gpu in ray.get_gpu_ids()]
+
+    def free_ports(self, host: str, count: int) -> list[int]:
+        """Ports free on this node now (vLLM binds its own sockets, so it cannot inherit one)."""
+        held = []
+        try:
+            for _ in range(count):
+                sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
+                sock.bind((host, 0))
+                held.append(sock)
+            return [sock.getsockname()[1] for sock in held]
+        finally:
+            for sock in held:
+                sock.close()
+
+    def listen(self, host: str, port: int) -> int:
+        """Bind and listen for a server child (it inherits the socket: no port race on this node)."""
+        sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+        sock.listen(2048)
+        sock.set_inheritable(True)
+        self.listener = sock
+        return int(sock.getsockname()[1])
+
+    def start(self, argv: list[str], secret: list[Any]) -> int:
+        """Start the process; `secret` holds one object-store reference: {env, unset, spec}."""
+        payload = ray.get(secret[0])
+        env = dict(os.environ)
+        for key in payload.get("unset", ()):
+            env.pop(key, None)
+        env.update(payload.get("env", {}))
+        env["PYTHONUNBUFFERED"] = "1"
+        command = [str(ENGINE_MAIN) if part == ENGINE_MAIN_TOKEN else part for part in argv]
+        if command and command[0] == "{python}":
+            command[0] = sys.executable  # a server child: this node's project interpreter
+        pass_fds: tuple[int, ...] = ()
+        if payload.get("spec") is not None:
+            assert self.listener is not None, "listen() first"
+            spec = dict(payload["spec"], listen_fd=self.listener.fileno())
+            path = self.workdir / "spec.json"
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            with os.fdopen(fd, "w") as handle:
+                handle.write(json.dumps(spec))
+            command.append(str(path))
+            pass_fds = (self.listener.fileno(),)
+        self.process = subprocess.Popen(
+            command,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            pass_fds=pass_fds,
+            process_group=0,
+            env=env,
+            cwd=payload.get("cwd") or None,
+        )
+        if self.listener is not None:  # the child holds its copy; ours would keep the port after a crash
+            self.listener.close()
+        threading.Thread(target=self._read, name=f"read-{self.name}", daemon=True).start()
+        return self.process.pid
+
+    def poll(self, cursor: int) -> tuple[list[str], int, int | None]:
+        """Lines since `cursor`, the new cursor, and the exit code once the process has ended."""
+        code = self.process.poll() if self.process is not None else None
+        with self.lock:
+            start = max(cursor, self.first)
+            new = self.lines[start - self.first :]
+            end = self.first + len(self.lines)
+            if code is not None and self.read_all:
+                return new, end, code
+        return new, end, None
+
+    def stop(self, grace_s: float) -> int | None:
+        """SIGTERM the process group, SIGKILL it after `grace_s`; the exit code."""
+        shutil.rmtree(self.workdir, ignore_errors=True)
+        if self.listener is not None:
+            self.listener.close()
+        if self.process is None:
+            return None
+        for signum in (signal.SIGTERM, signal.SIGKILL):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self.process.pid, signum)
+            deadline = time.monotonic() + (grace_s if signum == signal.SIGTERM else 2.0)
+            while self.process.poll() is None and time.monotonic() < deadline:
+                time.sleep(0.02)
+            if self.process.poll() is not None:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(self.process.pid, signal.SIGKILL)  # what it started, if still there
+                break
+        return self.process.poll()
+
+    def _read(self) -> None:
+        assert self.process is not None
+        assert self.process.stdout is not None
+        with self.process.stdout as stream:
+            for raw in iter(stream.readline, b""):
+                line = raw.decode("utf-8", errors="replace").rstrip("\r\n")
+                with self.lock:
+                    self.lines.append(line)
+                    if len(self.lines) > _KEPT_LINES:
+                        drop = len(self.lines) - _KEPT_LINES
+                        del self.lines[:drop]
+                        self.first += drop
+        self.read_all = True
+
+
+class _GpuLease:
+    """Holds one bundle's GPU for an engine whose actor sits on another bundle, and says which it is."""
+
+    def gpu_ids(self) -> list[str]:
+        return [str(gpu) for gpu in ray.get_gpu_ids()]
+
+
+_remote: Any = ray.remote  # Ray's overloads know no actor options (max_concurrency)
+ProcessHost: Any = _remote(max_restarts=0, max_concurrency=4)(_ProcessHost)
+"""Threaded (4 calls at once): `poll` and `stop` must answer while `start` reads its payload."""
+GpuLease: Any = _remote(max_restarts=0)(_GpuLease)

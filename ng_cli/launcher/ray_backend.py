@@ -1,0 +1,360 @@
+"""The Ray placement backend: the launcher's engines and servers as actors on a Ray cluster.
+
+    RayBackend.connect(config)      ray.init: `local` starts a private cluster, else joins one
+    place(placement)                 the placement plan checked against the nodes' free resources
+                                     (PlacementError naming what is missing), then its groups made
+    listen(server) / start_server    a server actor binds on its node, later starts the child there
+    start_engine(spec, plan, sink)   an engine actor on its bundle starts vLLM and reports its URL
+    stop()                           ends our processes, kills our actors, removes our placement
+                                     groups (nothing else on the cluster), disconnects
+
+Handles (`RayChild`) look like local children to `Stack` and `EngineFleet`: a pid, an exit code,
+the last lines, `kill()`; a relay thread polls the actor for output and for the process's end,
+and an actor that dies reads as an exit, reported with its name and node.
+
+Everything here imports Ray lazily: only a config with `ray.address` reaches this module.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from ng_cli.engines.placement import NodeCapacity, PlacementPlan, check_fit
+from ng_cli.engines.plan import ENGINE_MAIN, EngineSpec, InstanceEngines
+from ng_cli.errors import ConfigError, LaunchError, PlacementError
+from ng_cli.launcher.process import LOG_TAIL_LINES, LineSink, describe_exit
+from ng_cli.launcher.ray_config import RayConfig
+
+__all__ = ["RayBackend", "RayChild"]
+
+_POLL_S = 0.2
+_CALL_TIMEOUT_S = 30.0
+_LOOPBACK = ("127.0.0.1", "localhost", "::1", "0.0.0.0", "::", "")
+ACTOR_DIED = -9
+"""The exit code a process reads as when its actor died (its death signal is SIGKILL's effect)."""
+
+
+def _ray() -> Any:
+    try:
+        import ray
+    except ImportError:
+        raise ConfigError(
+            "ray.address is set but Ray is not installed in this environment",
+            hint="pip install -e '.[ray]'  (or drop ray.address to run plain local processes)",
+        ) from None
+    return ray
+
+
+@dataclass(eq=False)
+class RayChild:
+    """One process owned by an actor, seen from the driver as a child."""
+
+    name: str
+    actor: Any = field(repr=False)
+    actor_name: str
+    node: dict[str, Any]
+    pid: int
+    sink: LineSink = field(repr=False)
+    redact: Callable[[str], str] | None = field(default=None, repr=False)
+    tail: deque[str] = field(default_factory=lambda: deque(maxlen=LOG_TAIL_LINES))
+    relay: threading.Thread | None = None
+    actor_died: bool = False
+    _code: int | None = None
+    _stopping: bool = False
+
+    def start_relay(self) -> None:
+        self.relay = threading.Thread(target=self._relay, name=f"ray-relay-{self.name}", daemon=True)
+        self.relay.start()
+
+    def exit_code(self) -> int | None:
+        return self._code
+
+    def last_lines(self) -> list[str]:
+        return list(self.tail)
+
+    def describe_end(self, code: int) -> str:
+        """How it ended, with the actor's name and node: what a death report shows."""
+        where = f"Ray actor {self.actor_name} on node {self.node.get('ip')}"
+        if self.actor_died:
+            return f"its {where} died (the process died with it)"
+        return f"{describe_exit(code)}; {where}"
+
+    def location(self) -> dict[str, Any]:
+        return {
+            "node": self.node.get("ip"),
+            "hostname": self.node.get("hostname"),
+            "actor": self.actor_name,
+            "actor_pid": self.node.get("actor_pid"),
+        }
+
+    def kill(self) -> None:
+        """End the process and its actor now (a restart follows, or the stack is stopping)."""
+        ray = _ray()
+        self._stopping = True
+        with contextlib.suppress(Exception):
+            ray.get(self.actor.stop.remote(0.0), timeout=5.0)
+        with contextlib.suppress(Exception):
+            ray.kill(self.actor, no_restart=True)
+        if self._code is None:
+            self._code = ACTOR_DIED
+
+    def wait(self, timeout_s: float) -> None:
+        if self.relay is not None:
+            self.relay.join(timeout=timeout_s)
+
+    def _relay(self) -> None:
+        ray = _ray()
+        cursor = 0
+        while self._code is None:
+            try:
+                lines, cursor, code = ray.get(self.actor.poll.remote(cursor), timeout=_CALL_TIMEOUT_S)
+            except ray.exceptions.GetTimeoutError:
+                continue
+            except ray.exceptions.RayError:  # the actor died (killed, its node lost): so did the process
+                if not self._stopping:
+                    self.actor_died = True
+                self._code = ACTOR_DIED
+                return
+            for line in lines:
+                shown = self.redact(line) if self.redact is not None else line
+                self.tail.append(shown)
+                with contextlib.suppress(OSError, ValueError):
+                    self.sink(self.name, shown)
+            if code is not None:
+                self._code = code
+                return
+            time.sleep(_POLL_S)
+
+
+class RayBackend:
+    """Our actors and placement groups on one cluster, and the connection to it."""
+
+    def __init__(self, config: RayConfig, ray: Any) -> None:
+        self.config = config
+        self.ray = ray
+        self.placement: PlacementPlan | None = None
+        self.groups: dict[str, Any] = {}
+        self.actors: list[Any] = []
+        """Every actor we created (engine, lease, server): stop() kills exactly these."""
+        self.children: list[RayChild] = []
+        self._restarts: dict[str, int] = {}
+        self._group_ports: dict[tuple[str, int], tuple[str, int]] = {}
+        self._servers: dict[str, tuple[Any, str, dict[str, Any]]] = {}
+
+    @classmethod
+    def connect(cls, config: RayConfig) -> RayBackend:
+        """Join the cluster at `ray.address`, or start a private one (`local`); LaunchError if unreachable."""
+        ray = _ray()
+        options: dict[str, Any] = {
+            "namespace": config.namespace,
+            "log_to_driver": False,  # output reaches us through the actors' poll, prefixed per process
+            "runtime_env": config.runtime_env,
+        }
+        if config.is_local:
+            options |= {
+                "num_cpus": config.num_cpus or os.cpu_count() or 1,
+                "num_gpus": config.num_gpus,
+                "object_store_memory": config.object_store_memory_mb * 2**20,
+                "include_dashboard": False,
+            }
+        else:
+            options["address"] = config.address
+        try:
+            ray.init(**options)
+        except (ConnectionError, RuntimeError, ValueError) as error:
+            raise LaunchError(
+                f"ray.address {config.address}: cannot connect to a Ray cluster: {error}",
+                hint="`ray status` on a node of the cluster shows its address; `local` starts a private one",
+            ) from None
+        return cls(config, ray)
+
+    def total_gpus(self) -> int:
+        return int(self.ray.cluster_resources().get("GPU", 0))
+
+    def free_capacity(self) -> list[NodeCapacity]:
+        from ray._private.state import (
+            available_resources_per_node,  # no public per-node view without ray[default]
+        )
+
+        per_node = available_resources_per_node()  # type: ignore[no-untyped-call]
+        alive = {node["NodeID"]: node for node in self.ray.nodes() if node.get("Alive")}
+        return [
+            NodeCapacity(
+                name=str(alive[node_id].get("NodeManagerAddress", node_id[:8])),
+                gpus=float(resources.get("GPU", 0)),
+                cpus=float(resources.get("CPU", 0)),
+            )
+            for node_id, resources in per_node.items()
+            if node_id in alive
+        ]
+
+    def place(self, placement: PlacementPlan) -> None:
+        """Check the plan against the free resources, then reserve every group; PlacementError if not."""
+        from ray.util.placement_group import placement_group
+
+        self.placement = placement
+        check_fit(placement, self.free_capacity())
+        for group in placement.groups:
+            self.groups[group.name] = placement_group(
+                [bundle.resources() for bundle in group.bundles], strategy="STRICT_PACK", name=group.name
+            )
+        deadline = time.monotonic() + self.config.placement_timeout_s
+        for name, group in self.groups.items():
+            try:
+                self.ray.get(group.ready(), timeout=max(0.1, deadline - time.monotonic()))
+            except self.ray.exceptions.GetTimeoutError:
+                raise PlacementError(
+                    f"placement group {name} ({placement.group(name).needs()}) is still pending after "
+                    f"{self.config.placement_timeout_s:.0f} s (ray.placement_timeout_s): the cluster's "
+                    "free resources changed, or nodes are still joining",
+                    group=name,
+                    missing=placement.group(name).needs(),
+                    hint="`ray status` shows the pending demand; free the resources or add nodes",
+                ) from None
+
+    # -- engines ---------------------------------------------------------------------------------
+
+    def start_engine(
+        self, spec: EngineSpec, plan: InstanceEngines, sink: LineSink
+    ) -> tuple[RayChild, EngineSpec]:
+        """An actor on the engine's bundle starts vLLM; the spec it runs (node address, ports) comes back."""
+        assert self.placement is not None
+        from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+        from ng_cli.launcher.ray_actors import ENGINE_MAIN_TOKEN, GpuLease, ProcessHost
+
+        placement = self.placement.of(spec.name)
+        group = self.groups[placement.group]
+        on_gpu = bool(spec.devices)
+        attempt = self._restarts.get(spec.name, 0)
+        self._restarts[spec.name] = attempt + 1
+        suffix = f"-r{attempt}" if attempt else ""
+
+        def on_bundle(index: int) -> Any:
+            return PlacementGroupSchedulingStrategy(group, placement_group_bundle_index=index)
+
+        cpus = self.config.engine_num_cpus * placement.gpu_share
+        actor = ProcessHost.options(
+            name=placement.actor + suffix,
+            num_cpus=cpus,
+            num_gpus=placement.gpu_share if on_gpu else 0,
+            scheduling_strategy=on_bundle(placement.bundles[0]),
+        ).remote(spec.name)
+        self.actors.append(actor)
+        node = self.ray.get(actor.node.remote(), timeout=self.config.placement_timeout_s)
+        gpu_ids: list[str] = []
+        if on_gpu:
+            gpu_ids = self.ray.get(actor.gpu_ids.remote(), timeout=_CALL_TIMEOUT_S)
+            for index in placement.bundles[1:]:  # one lease per other bundle: its GPU id
+                lease = GpuLease.options(
+                    name=f"{placement.actor}{suffix}-gpu{index}",
+                    num_cpus=0,
+                    num_gpus=placement.gpu_share,
+                    scheduling_strategy=on_bundle(index),
+                ).remote()
+                self.actors.append(lease)
+                gpu_ids += self.ray.get(lease.gpu_ids.remote(), timeout=_CALL_TIMEOUT_S)
+        spec = self._address(spec, actor, node)
+        env = plan.env_of(spec, {})
+        unset = ["OMP_NUM_THREADS"] if not on_gpu else []  # Ray's 1-thread default would throttle CPU vLLM
+        if on_gpu:
+            env["CUDA_VISIBLE_DEVICES"] = ",".join(gpu_ids)
+        else:
+            env.pop("CUDA_VISIBLE_DEVICES", None)
+            unset.append("CUDA_VISIBLE_DEVICES")
+        secret = self.ray.put({"env": env, "unset": unset})
+        argv = [ENGINE_MAIN_TOKEN if part == str(ENGINE_MAIN) else part for part in spec.argv()]
+        pid = self.ray.get(actor.start.remote(argv, [secret]), timeout=_CALL_TIMEOUT_S)
+        child = RayChild(
+            name=spec.name, actor=actor, actor_name=placement.actor + suffix, node=node, pid=pid, sink=sink
+        )
+        child.start_relay()
+        self.children.append(child)
+        return child, spec
+
+    def _address(self, spec: EngineSpec, actor: Any, node: dict[str, Any]) -> EngineSpec:
+        """The engine on its node: the node's address, ports free there, its group's coordinator."""
+        host = node["ip"] if spec.host in _LOOPBACK else spec.host
+        group_key = (spec.instance, spec.group)
+        wants_rpc = spec.rpc_port == 0 and group_key not in self._group_ports
+        port = spec.port
+        free = self.ray.get(
+            actor.free_ports.remote(host, int(port == 0) + int(wants_rpc)), timeout=_CALL_TIMEOUT_S
+        )
+        if port == 0:
+            port = free.pop(0)
+        rpc_port = spec.rpc_port
+        dp_address = spec.data_parallel_address
+        if spec.rpc_port is not None:
+            if wants_rpc:
+                self._group_ports[group_key] = (host, free.pop(0))
+            dp_address, rpc_port = self._group_ports.get(group_key, (host, spec.rpc_port))
+        return replace(spec, host=host, port=port, rpc_port=rpc_port, data_parallel_address=dp_address)
+
+    # -- servers ---------------------------------------------------------------------------------
+
+    def listen(self, name: str, host: str, port: int, num_cpus: float) -> tuple[str, int]:
+        """A server actor binds its socket on its node; the address the others will use comes back."""
+        from ng_cli.launcher.ray_actors import ProcessHost
+
+        assert self.placement is not None
+        actor_name = self.placement.server_actor(name)
+        actor = ProcessHost.options(name=actor_name, num_cpus=num_cpus).remote(name)
+        self.actors.append(actor)
+        node = self.ray.get(actor.node.remote(), timeout=self.config.placement_timeout_s)
+        bind_host = node["ip"] if host in _LOOPBACK else host
+        bound = self.ray.get(actor.listen.remote(bind_host, port), timeout=_CALL_TIMEOUT_S)
+        self._servers[name] = (actor, actor_name, node)
+        return bind_host, int(bound)
+
+    def start_server(
+        self,
+        name: str,
+        command: tuple[str, ...],
+        spec: dict[str, Any],
+        *,
+        sink: LineSink,
+        redact: Callable[[str], str],
+    ) -> RayChild:
+        """The server child on its actor's node, reading its spec (secrets included) from the object store."""
+        actor, actor_name, node = self._servers[name]
+        secret = self.ray.put({"spec": spec, "cwd": os.getcwd()})
+        argv = ["{python}", *command[1:-1]]  # the spec path is the actor's own file
+        pid = self.ray.get(actor.start.remote(argv, [secret]), timeout=_CALL_TIMEOUT_S)
+        child = RayChild(
+            name=name, actor=actor, actor_name=actor_name, node=node, pid=pid, sink=sink, redact=redact
+        )
+        child.start_relay()
+        self.children.append(child)
+        return child
+
+    # -- the end ---------------------------------------------------------------------------------
+
+    def stop(self, *, grace_s: float = 3.0) -> None:
+        """End our processes (SIGTERM, then SIGKILL), kill our actors, remove our groups, disconnect."""
+        from ray.util.placement_group import remove_placement_group
+
+        for child in self.children:
+            child._stopping = True
+        calls = []
+        for child in self.children:
+            with contextlib.suppress(Exception):
+                calls.append(child.actor.stop.remote(grace_s))
+        with contextlib.suppress(Exception):
+            self.ray.wait(calls, num_returns=len(calls), timeout=grace_s + 3.0)
+        for actor in self.actors:
+            with contextlib.suppress(Exception):
+                self.ray.kill(actor, no_restart=True)
+        for group in self.groups.values():
+            with contextlib.suppress(Exception):
+                remove_placement_group(group)
+        for child in self.children:
+            child.wait(1.0)
+        self.ray.shutdown()  # `local`: stops the private cluster's processes too
