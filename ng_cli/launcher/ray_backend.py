@@ -147,6 +147,8 @@ class RayBackend:
         self._restarts: dict[str, int] = {}
         self._group_ports: dict[tuple[str, int], tuple[str, int]] = {}
         self._servers: dict[str, tuple[Any, str, dict[str, Any]]] = {}
+        self._actor_names: list[str] = []
+        self._stopped = False
 
     @classmethod
     def connect(cls, config: RayConfig) -> RayBackend:
@@ -179,11 +181,9 @@ class RayBackend:
         return int(self.ray.cluster_resources().get("GPU", 0))
 
     def free_capacity(self) -> list[NodeCapacity]:
-        from ray._private.state import (
-            available_resources_per_node,  # no public per-node view without ray[default]
-        )
-
-        per_node = available_resources_per_node()  # type: ignore[no-untyped-call]
+        """Free resources per alive node."""
+        # Ray's only per-node view without the dashboard (ray[default]) is this developer API.
+        per_node = self.ray._private.state.available_resources_per_node()
         alive = {node["NodeID"]: node for node in self.ray.nodes() if node.get("Alive")}
         return [
             NodeCapacity(
@@ -248,6 +248,7 @@ class RayBackend:
             scheduling_strategy=on_bundle(placement.bundles[0]),
         ).remote(spec.name)
         self.actors.append(actor)
+        self._actor_names.append(placement.actor + suffix)
         node = self.ray.get(actor.node.remote(), timeout=self.config.placement_timeout_s)
         gpu_ids: list[str] = []
         if on_gpu:
@@ -260,6 +261,7 @@ class RayBackend:
                     scheduling_strategy=on_bundle(index),
                 ).remote()
                 self.actors.append(lease)
+                self._actor_names.append(f"{placement.actor}{suffix}-gpu{index}")
                 gpu_ids += self.ray.get(lease.gpu_ids.remote(), timeout=_CALL_TIMEOUT_S)
         spec = self._address(spec, actor, node)
         env = plan.env_of(spec, {})
@@ -308,6 +310,7 @@ class RayBackend:
         actor_name = self.placement.server_actor(name)
         actor = ProcessHost.options(name=actor_name, num_cpus=num_cpus).remote(name)
         self.actors.append(actor)
+        self._actor_names.append(actor_name)
         node = self.ray.get(actor.node.remote(), timeout=self.config.placement_timeout_s)
         bind_host = node["ip"] if host in _LOOPBACK else host
         bound = self.ray.get(actor.listen.remote(bind_host, port), timeout=_CALL_TIMEOUT_S)
@@ -337,8 +340,14 @@ class RayBackend:
 
     # -- the end ---------------------------------------------------------------------------------
 
-    def stop(self, *, grace_s: float = 3.0) -> None:
-        """End our processes (SIGTERM, then SIGKILL), kill our actors, remove our groups, disconnect."""
+    def stop(self, *, grace_s: float = 3.0) -> str:
+        """End our processes (SIGTERM, then SIGKILL), kill our actors, remove our groups, disconnect.
+
+        Only what this run created is touched (other jobs' actors and groups stay); returns a line
+        saying what was removed, or what the cluster still lists after a few seconds."""
+        if self._stopped:
+            return ""
+        self._stopped = True
         from ray.util.placement_group import remove_placement_group
 
         for child in self.children:
@@ -355,6 +364,35 @@ class RayBackend:
         for group in self.groups.values():
             with contextlib.suppress(Exception):
                 remove_placement_group(group)
+        left = self._left_behind()
         for child in self.children:
             child.wait(1.0)
+        run = self.placement.run_id if self.placement is not None else "?"
         self.ray.shutdown()  # `local`: stops the private cluster's processes too
+        if left:
+            return f"warning: the Ray cluster still lists {', '.join(left)} of run {run}"
+        return f"removed {len(self.actors)} actors and {len(self.groups)} placement groups of run {run}"
+
+    def _left_behind(self, timeout_s: float = 3.0) -> list[str]:
+        """Our actors and groups the cluster still lists as alive (kills and removals are asynchronous)."""
+        from ray.util.placement_group import placement_group_table
+
+        ours = {name for name in self._actor_names}
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                actors = {
+                    entry["name"]
+                    for entry in self.ray.util.list_named_actors(all_namespaces=True)
+                    if entry["namespace"] == self.config.namespace and entry["name"] in ours
+                }
+                groups = {
+                    entry["name"]
+                    for entry in placement_group_table().values()
+                    if entry["name"] in self.groups and entry["state"] != "REMOVED"
+                }
+            except Exception:  # the cluster is gone (a local one whose processes were killed)
+                return []
+            if (not actors and not groups) or time.monotonic() > deadline:
+                return sorted(actors | groups)
+            time.sleep(0.1)

@@ -162,7 +162,9 @@ class Stack:
             self.head.request_stop()
         self._terminate(force=force, hurry=hurry, deadline=deadline)
         if self.backend is not None:
-            self.backend.stop(grace_s=0.0 if force or hurry() else _TERM_GRACE_S - 1.0)
+            said = self.backend.stop(grace_s=0.0 if force or hurry() else _TERM_GRACE_S - 1.0)
+            if said:
+                self.sink("ng_run", said)
         if self.head is not None:
             self.head.join(timeout_s=max(0.1, deadline - time.monotonic()))
         for sock in [*self._sockets.values(), *self._engine_sockets]:
