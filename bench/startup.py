@@ -1,6 +1,6 @@
 """Start-up benchmark: wall time from launching `ng_run` to every server answering /health.
 
-    .venv/bin/python bench/startup.py [--runs 5] [--stack example|fixture]
+    .venv/bin/python bench/startup.py [--runs 5] [--stack example|fixture|engines] [--compare-ray]
 
 `example` is the README's stack: the example_single_tool_call environment, its simple_agent and
 a vllm_model `policy_model`. The model server checks its upstream at start, so a stub
@@ -10,6 +10,13 @@ head + 4 servers). Each run measures from `Popen` to ng_run writing its ready fi
 start-up, config composition, spawn and every child's imports are included), then stops the
 stack with SIGINT. Prints a table (each run + median) and writes bench/results/startup.json.
 Target: median < 3 s on a 2-core machine.
+
+`--compare-ray` runs every start twice, as plain processes and on a private Ray cluster
+(`++ray.address=local ++ray.servers=all`: every server an actor), and prints them side by side:
+time to all ready and the memory of everything the run started (RSS and PSS summed over every
+process carrying the run's marker: ng_run, its children, Ray's own processes, the engines);
+writes bench/results/startup_ray.json. `engines` is the quick start's stack with two CPU vLLM
+engines of models/tiny-weather (local_vllm_model) instead of the stub model.
 """
 
 from __future__ import annotations
@@ -25,6 +32,7 @@ import sys
 import tempfile
 import threading
 import time
+import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -36,6 +44,16 @@ from rich.table import Table
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results" / "startup.json"
+RAY_RESULTS = ROOT / "bench" / "results" / "startup_ray.json"
+MARKER_VAR = "NG_BENCH_MARKER"
+ON_RAY = ["++ray.address=local", "++ray.servers=all"]
+ENGINE_CONFIGS = [
+    "resources_servers/example_single_tool_call/configs/example_single_tool_call.yaml",
+    "responses_api_models/local_vllm_model/configs/tiny_weather_cpu.yaml",
+]
+ENGINE_OVERRIDES = [
+    "++policy_model.responses_api_models.local_vllm_model.vllm_serve_kwargs.data_parallel_size=2"
+]
 NG_RUN = Path(sys.executable).with_name("ng_run")
 MODEL_NAME = "bench-model"
 EXAMPLE_CONFIGS = [
@@ -72,25 +90,65 @@ def stub_model_endpoint() -> Iterator[str]:
         server.server_close()
 
 
-def stack_command(stack: str, ready_file: Path) -> tuple[list[str], dict[str, str], Path]:
+def stack_command(
+    stack: str, ready_file: Path, *, on_ray: bool = False
+) -> tuple[list[str], dict[str, str], Path]:
     """argv, environment and cwd for one ng_run of the chosen stack."""
     env = dict(os.environ)
-    common = ["++head_server.port=0", f"+ready_file={ready_file}"]
+    common = ["++head_server.port=0", f"+ready_file={ready_file}", *(ON_RAY if on_ray else [])]
     if stack == "fixture":
         root = ROOT / "tests" / "fixtures" / "stack"
         env["NG_REPO_ROOT"] = str(root)
         env.pop("NG_ENV_YAML", None)
         return [str(NG_RUN), "-c", "configs/stack.yaml", *common], env, root
     env.pop("NG_REPO_ROOT", None)
+    if stack == "engines":
+        return (
+            [str(NG_RUN), f"+config_paths=[{','.join(ENGINE_CONFIGS)}]", *ENGINE_OVERRIDES, *common],
+            env,
+            ROOT,
+        )
     return [str(NG_RUN), f"+config_paths=[{','.join(EXAMPLE_CONFIGS)}]", *common], env, ROOT
 
 
-def measure_once(stack: str, work: Path, run: int, env_yaml: Path | None) -> dict[str, Any]:
+def memory_of(marker: str) -> dict[str, Any]:
+    """RSS and PSS (MiB) summed over every live process whose environment carries `marker`."""
+    needle = f"{MARKER_VAR}={marker}".encode()
+    rss_kib = pss_kib = processes = 0
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if needle not in (entry / "environ").read_bytes().split(b"\0"):
+                continue
+            fields = dict(
+                line.split(":", 1)
+                for line in (entry / "smaps_rollup").read_text().splitlines()[1:]
+                if ":" in line
+            )
+        except OSError:
+            continue
+        rss_kib += int(fields["Rss"].split()[0])
+        pss_kib += int(fields["Pss"].split()[0])
+        processes += 1
+    return {
+        "rss_mib": round(rss_kib / 1024, 1),
+        "pss_mib": round(pss_kib / 1024, 1),
+        "os_processes": processes,
+    }
+
+
+def measure_once(
+    stack: str, work: Path, run: int, env_yaml: Path | None, *, on_ray: bool = False
+) -> dict[str, Any]:
     """One cold start: seconds until the ready file exists, plus ng_run's per-server times."""
-    ready_file = work / f"ready-{run}.json"
-    argv, env, cwd = stack_command(stack, ready_file)
+    ready_file = work / f"ready-{run}-{'ray' if on_ray else 'local'}.json"
+    argv, env, cwd = stack_command(stack, ready_file, on_ray=on_ray)
+    marker = uuid.uuid4().hex
+    env[MARKER_VAR] = marker
     if env_yaml is not None:
         env["NG_ENV_YAML"] = str(env_yaml)
+    limit_s = 900 if stack == "engines" else 120
     log = (work / f"ng_run-{run}.log").open("w")
     started = time.perf_counter()
     process = subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=log)
@@ -98,11 +156,12 @@ def measure_once(stack: str, work: Path, run: int, env_yaml: Path | None) -> dic
         while not ready_file.exists():
             if process.poll() is not None:
                 raise SystemExit(f"ng_run exited with {process.returncode}; see {log.name}")
-            if time.perf_counter() - started > 120:
-                raise SystemExit(f"not ready after 120 s; see {log.name}")
+            if time.perf_counter() - started > limit_s:
+                raise SystemExit(f"not ready after {limit_s} s; see {log.name}")
             time.sleep(0.005)
         elapsed = time.perf_counter() - started
         ready = json.loads(ready_file.read_text())
+        memory = memory_of(marker)
     finally:
         process.send_signal(signal.SIGINT)
         try:
@@ -113,9 +172,58 @@ def measure_once(stack: str, work: Path, run: int, env_yaml: Path | None) -> dic
         log.close()
     return {
         "run": run,
+        "backend": "ray" if on_ray else "local",
         "ready_s": round(elapsed, 3),
-        "processes": len(ready["servers"]) + 1,
+        "processes": len(ready["servers"]) + len(ready.get("engines", [])) + 1,
         "per_server_s": {name: round(seconds, 3) for name, seconds in ready["ready_s"].items()},
+        **memory,
+    }
+
+
+def report_side_by_side(runs: list[dict[str, Any]], stack: str) -> dict[str, Any]:
+    """Local processes vs Ray actors: each run, then medians and what Ray costs."""
+    table = Table(
+        title=f"ng_run start-up, {stack} stack: local processes vs Ray (ray.address: local)",
+        title_justify="left",
+    )
+    for column in (
+        "run",
+        "backend",
+        "time to all ready (s)",
+        "RSS sum (MiB)",
+        "PSS sum (MiB)",
+        "OS processes",
+    ):
+        table.add_column(column, justify="left" if column == "backend" else "right")
+    for run in runs:
+        table.add_row(str(run["run"]), run["backend"], f"{run['ready_s']:.2f}", f"{run['rss_mib']:.0f}",
+                      f"{run['pss_mib']:.0f}", str(run["os_processes"]))  # fmt: skip
+    summary: dict[str, dict[str, float]] = {}
+    for backend in ("local", "ray"):
+        mine = [run for run in runs if run["backend"] == backend]
+        summary[backend] = {
+            key: round(statistics.median(run[key] for run in mine), 2)
+            for key in ("ready_s", "rss_mib", "pss_mib", "os_processes")
+        }
+        row = summary[backend]
+        table.add_row("median", backend, f"[bold]{row['ready_s']:.2f}[/bold]", f"{row['rss_mib']:.0f}",
+                      f"{row['pss_mib']:.0f}", f"{row['os_processes']:.0f}")  # fmt: skip
+    cost = {key: round(summary["ray"][key] - summary["local"][key], 2) for key in summary["local"]}
+    table.add_row("Ray costs", "+", f"{cost['ready_s']:+.2f}", f"{cost['rss_mib']:+.0f}", f"{cost['pss_mib']:+.0f}",
+                  f"{cost['os_processes']:+.0f}")  # fmt: skip
+    Console().print(table)
+    return {
+        "benchmark": "ng_run time to all ready and memory: local processes vs Ray actors",
+        "stack": stack,
+        "ray_overrides": ON_RAY,
+        "runs": runs,
+        "median": summary,
+        "ray_costs": cost,
+        "machine": {
+            "cpus": os.cpu_count(),
+            "python": platform.python_version(),
+            "load_avg_1m": os.getloadavg()[0],
+        },
     }
 
 
@@ -153,7 +261,8 @@ def report(runs: list[dict[str, Any]], stack: str) -> dict[str, Any]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=5)
-    parser.add_argument("--stack", choices=["example", "fixture"], default="example")
+    parser.add_argument("--stack", choices=["example", "fixture", "engines"], default="example")
+    parser.add_argument("--compare-ray", action="store_true", help="each run as local processes and on Ray")
     options = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="ng-bench-") as scratch, stub_model_endpoint() as base_url:
         work = Path(scratch)
@@ -163,11 +272,21 @@ def main() -> None:
             env_yaml.write_text(
                 f"policy_base_url: {base_url}\npolicy_api_key: sk-bench-not-secret\npolicy_model_name: {MODEL_NAME}\n"
             )
-        runs = [measure_once(options.stack, work, run, env_yaml) for run in range(1, options.runs + 1)]
-    result = report(runs, options.stack)
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps(result, indent=2) + "\n")
-    Console().print(f"wrote {RESULTS.relative_to(ROOT)}")
+        if options.compare_ray:
+            runs = [
+                measure_once(options.stack, work, run, env_yaml, on_ray=on_ray)
+                for run in range(1, options.runs + 1)
+                for on_ray in (False, True)  # interleaved: the machine's load hits both alike
+            ]
+        else:
+            runs = [measure_once(options.stack, work, run, env_yaml) for run in range(1, options.runs + 1)]
+    if options.compare_ray:
+        result, path = report_side_by_side(runs, options.stack), RAY_RESULTS
+    else:
+        result, path = report(runs, options.stack), RESULTS
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(result, indent=2) + "\n")
+    Console().print(f"wrote {path.relative_to(ROOT)}")
 
 
 if __name__ == "__main__":

@@ -122,6 +122,10 @@ class PlacementPlan:
                 return group
         raise KeyError(name)
 
+    def cpus_needed(self) -> float:
+        """Every group's CPUs plus every server actor's."""
+        return sum(group.cpus for group in self.groups) + sum(self.server_cpus.values())
+
     def server_actor(self, server: str) -> str:
         return ray_name(self.run_id, "server", server)
 

@@ -18,6 +18,7 @@ Everything here imports Ray lazily: only a config with `ray.address` reaches thi
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import threading
 import time
@@ -151,8 +152,9 @@ class RayBackend:
         self._stopped = False
 
     @classmethod
-    def connect(cls, config: RayConfig) -> RayBackend:
-        """Join the cluster at `ray.address`, or start a private one (`local`); LaunchError if unreachable."""
+    def connect(cls, config: RayConfig, *, cpus_needed: float = 0.0) -> RayBackend:
+        """Join the cluster at `ray.address`, or start a private one (`local`, with at least
+        `cpus_needed` logical CPUs unless `ray.num_cpus` says otherwise); LaunchError if unreachable."""
         ray = _ray()
         options: dict[str, Any] = {
             "namespace": config.namespace,
@@ -161,7 +163,8 @@ class RayBackend:
         }
         if config.is_local:
             options |= {
-                "num_cpus": config.num_cpus or os.cpu_count() or 1,
+                # Logical CPUs are scheduling tokens: on a small machine the stack's actors still fit.
+                "num_cpus": config.num_cpus or max(os.cpu_count() or 1, math.ceil(cpus_needed)),
                 "num_gpus": config.num_gpus,
                 "object_store_memory": config.object_store_memory_mb * 2**20,
                 "include_dashboard": False,

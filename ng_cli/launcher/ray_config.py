@@ -51,7 +51,8 @@ class RayConfig(BaseModel):
     """Ray's runtime_env for our actors (e.g. `py_modules`); it is shown by the dashboard, so no
     secrets: the engines' keys travel through the object store instead."""
     num_cpus: int | None = Field(default=None, ge=1)
-    """`address: local` only: the private cluster's logical CPUs (default: this machine's count)."""
+    """`address: local` only: the private cluster's logical CPUs (default: this machine's count, or
+    what the engines' groups and the server actors ask for when that is more)."""
     num_gpus: int | None = Field(default=None, ge=0)
     """`address: local` only: the private cluster's GPUs (default: what Ray detects)."""
     object_store_memory_mb: int = Field(default=256, ge=80)

@@ -68,16 +68,7 @@ def launch(config: ComposedConfig, *, console: Console, sink: LineSink | None = 
         }
         console.print(yaml.safe_dump(details, sort_keys=False), markup=False, highlight=False, soft_wrap=True)
         return 0
-    backend = _connect(config)
-    run_dir = make_run_dir()
-    try:
-        cluster_gpus = backend.total_gpus() if backend is not None else None
-        plan = plan_stack(config, run_dir=run_dir, cluster_gpus=cluster_gpus)
-    except BaseException:
-        shutil.rmtree(run_dir, ignore_errors=True)
-        if backend is not None:
-            backend.stop()
-        raise
+    plan, backend = _plan_and_connect(config)
 
     _print_engine_plan(plan, console)
 
@@ -87,14 +78,32 @@ def launch(config: ComposedConfig, *, console: Console, sink: LineSink | None = 
     return run_stack(plan, on_ready=show, ready_file=_ready_file(config), sink=sink, backend=backend)
 
 
-def _connect(config: ComposedConfig) -> RayBackend | None:
-    """The Ray cluster of a `ray` block (Ray is imported only here); None without one."""
-    ray = read_ray_config(config, list(config.instances))
-    if ray is None:
-        return None
-    from ng_cli.launcher.ray_backend import RayBackend
+def _plan_and_connect(config: ComposedConfig) -> tuple[StackPlan, RayBackend | None]:
+    """The plan, and the Ray cluster of a `ray` block (Ray is imported only here, and only then).
 
-    return RayBackend.connect(ray)
+    An existing cluster is joined first, so engines are planned on its GPUs; a private `local`
+    one runs on this machine's GPUs, so it is planned first and started with the CPUs it needs."""
+    ray = read_ray_config(config, list(config.instances))
+    backend: RayBackend | None = None
+    run_dir = make_run_dir()
+    try:
+        if ray is not None and not ray.is_local:
+            from ng_cli.launcher.ray_backend import RayBackend
+
+            backend = RayBackend.connect(ray)
+            plan = plan_stack(config, run_dir=run_dir, cluster_gpus=backend.total_gpus())
+        else:
+            plan = plan_stack(config, run_dir=run_dir)
+            if ray is not None and plan.placement is not None:
+                from ng_cli.launcher.ray_backend import RayBackend
+
+                backend = RayBackend.connect(ray, cpus_needed=plan.placement.cpus_needed())
+    except BaseException:
+        shutil.rmtree(run_dir, ignore_errors=True)
+        if backend is not None:
+            backend.stop()
+        raise
+    return plan, backend
 
 
 def _print_engine_plan(plan: StackPlan, console: Console) -> None:
