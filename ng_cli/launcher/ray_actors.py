@@ -2,8 +2,11 @@
 
 An actor is a thin owner, not a second supervisor: it starts the process the launcher planned
 (the same argv a local child gets), keeps its output for the driver to read (`poll`), and ends
-it with its process group (`stop`). The process dies with its actor too: engines and servers
-set `PR_SET_PDEATHSIG`, so a killed actor leaves no process behind on its node.
+it with its process group (`stop`). The process group dies with its actor too: a watchdog
+process reads a pipe that only the actor holds, and SIGKILLs the group when the pipe closes
+(the actor died, however). `PR_SET_PDEATHSIG` alone is not enough: vLLM answers its SIGTERM
+with a graceful shutdown that waits on in-flight requests, so a killed actor left a vLLM
+holding its clients' connections open, and vLLM's EngineCore process has a death signal of its own.
 
 Secrets (the engines' key, a server's spec) never appear in the actor's arguments, which Ray
 records and its dashboard shows: the launcher puts them in the object store and passes the
@@ -41,6 +44,14 @@ ENGINE_MAIN_TOKEN = "{ng_engine_main}"
 """Stands for `engines/engine_main.py` in an engine's argv: its path on the actor's node may differ."""
 _KEPT_LINES = 5000
 """Lines kept between two polls (the driver polls several times a second)."""
+_WATCHDOG = """
+import os, signal, sys
+sys.stdin.buffer.read()  # returns when the actor's end of the pipe closes: stop(), or its death
+try:
+    os.killpg(int(sys.argv[1]), signal.SIGKILL)
+except OSError:
+    pass
+"""
 
 
 class _ProcessHost:
@@ -49,6 +60,7 @@ class _ProcessHost:
     def __init__(self, name: str) -> None:
         self.name = name
         self.process: subprocess.Popen[bytes] | None = None
+        self.watchdog: subprocess.Popen[bytes] | None = None
         self.listener: socket.socket | None = None
         self.lines: list[str] = []
         self.first = 0
@@ -125,6 +137,12 @@ class _ProcessHost:
             env=env,
             cwd=payload.get("cwd") or None,
         )
+        self.watchdog = subprocess.Popen(
+            [sys.executable, "-c", _WATCHDOG, str(self.process.pid)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         if self.listener is not None:  # the child holds its copy; ours would keep the port after a crash
             self.listener.close()
         threading.Thread(target=self._read, name=f"read-{self.name}", daemon=True).start()
@@ -158,6 +176,10 @@ class _ProcessHost:
                 with contextlib.suppress(ProcessLookupError, PermissionError):
                     os.killpg(self.process.pid, signal.SIGKILL)  # what it started, if still there
                 break
+        if self.watchdog is not None and self.watchdog.stdin is not None:
+            self.watchdog.stdin.close()  # it SIGKILLs the (empty) group and exits
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.watchdog.wait(timeout=2.0)
         return self.process.poll()
 
     def _read(self) -> None:
@@ -183,6 +205,7 @@ class _GpuLease:
 
 
 _remote: Any = ray.remote  # Ray's overloads know no actor options (max_concurrency)
-ProcessHost: Any = _remote(max_restarts=0, max_concurrency=4)(_ProcessHost)
-"""Threaded (4 calls at once): `poll` and `stop` must answer while `start` reads its payload."""
+ProcessHost: Any = _remote(max_restarts=0)(_ProcessHost)
+"""Not threaded: calls run on the worker's main thread, so a child's PR_SET_PDEATHSIG (tied to the
+thread that forked it) fires when the actor dies, not when a pool thread ends."""
 GpuLease: Any = _remote(max_restarts=0)(_GpuLease)
