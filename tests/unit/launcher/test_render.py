@@ -9,7 +9,7 @@ from rich.console import Console
 from rich.table import Table
 
 from ng_cli.launcher.plan import plan_stack
-from ng_cli.launcher.render import plan_table, ready_table, status_table, suites_table
+from ng_cli.launcher.render import placement_table, plan_table, ready_table, status_table, suites_table
 from ng_cli.launcher.server_tests import SuiteResult
 from tests.fixtures.stack.harness import SECRET, Compose
 
@@ -74,3 +74,21 @@ def test_suites_table() -> None:
 
     assert "passed" in text
     assert "failed (pytest exit code 2)" in text
+
+
+def test_on_ray_the_tables_say_which_node_and_actor(compose: Compose) -> None:
+    plan = plan_stack(compose("++ray.address=local", "++ray.servers=[tools_a]"), run_dir=Path("/tmp/x"))
+    assert plan.placement is not None
+    placement = render(placement_table(plan.placement, address="local"))
+    assert f"ng-{plan.placement.run_id}-server-tools_a" in placement
+    assert "1 CPUs" in placement
+
+    plan = plan.with_ports({"head_server": 1234}).with_addresses({"tools_a": ("10.0.0.7", 2345)})
+    actor = {"node": "10.0.0.7", "actor": "ng-ab12-server-tools_a", "actor_pid": 99}
+    server = {"name": "tools_a", "kind": "resources", "implementation": "echo_tools",
+              "url": "http://10.0.0.7:2345", "pid": 4321, **actor}  # fmt: skip
+    ready = render(ready_table(plan, [server], {"tools_a": 0.5}))
+    assert "10.0.0.7 ng-ab12-server-tools_a" in ready
+    status = render(status_table("http://h:1", [server, {**server, "name": "local", "actor": None}], {}))
+    assert "10.0.0.7 ng-ab12-server-tools_a" in status
+    assert "10.0.0.7 (local process)" in status
