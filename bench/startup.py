@@ -13,8 +13,8 @@ Target: median < 3 s on a 2-core machine.
 
 `--compare-ray` runs every start twice, as plain processes and on a private Ray cluster
 (`++ray.address=local ++ray.servers=all`: every server an actor), and prints them side by side:
-time to all ready and the memory of everything the run started (RSS and PSS summed over every
-process carrying the run's marker: ng_run, its children, Ray's own processes, the engines);
+time to all ready and the memory of everything the run started (RSS and PSS summed over ng_run
+and every process below it: its children, Ray's own processes, the engines and their EngineCores);
 writes bench/results/startup_ray.json. `engines` is the quick start's stack with two CPU vLLM
 engines of models/tiny-weather (local_vllm_model) instead of the stub model.
 """
@@ -111,16 +111,40 @@ def stack_command(
     return [str(NG_RUN), f"+config_paths=[{','.join(EXAMPLE_CONFIGS)}]", *common], env, ROOT
 
 
-def memory_of(marker: str) -> dict[str, Any]:
-    """RSS and PSS (MiB) summed over every live process whose environment carries `marker`."""
+def _run_pids(root: int, marker: str) -> set[int]:
+    """ng_run and every descendant, plus any process whose environment carries `marker` (one that
+    left the tree). Descendants matter: vLLM's EngineCore retitles itself (setproctitle), which
+    can overwrite the environment block /proc shows, so a marker scan alone misses it."""
     needle = f"{MARKER_VAR}={marker}".encode()
-    rss_kib = pss_kib = processes = 0
+    parents: dict[int, int] = {}
+    found: set[int] = set()
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
         try:
-            if needle not in (entry / "environ").read_bytes().split(b"\0"):
-                continue
+            parents[int(entry.name)] = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            if needle in (entry / "environ").read_bytes().split(b"\0"):
+                found.add(int(entry.name))
+        except (OSError, ValueError, IndexError):
+            continue
+    tree = {root}
+    grown = True
+    while grown:
+        grown = False
+        for pid, parent in parents.items():
+            if parent in tree and pid not in tree:
+                tree.add(pid)
+                grown = True
+    return tree | found
+
+
+def memory_of(root: int, marker: str) -> dict[str, Any]:
+    """RSS and PSS (MiB) summed over every process of the run (`_run_pids`)."""
+    rss_kib = pss_kib = processes = 0
+    by_kind: dict[str, float] = {}
+    for pid in _run_pids(root, marker):
+        entry = Path(f"/proc/{pid}")
+        try:
             fields = dict(
                 line.split(":", 1)
                 for line in (entry / "smaps_rollup").read_text().splitlines()[1:]
@@ -131,11 +155,38 @@ def memory_of(marker: str) -> dict[str, Any]:
         rss_kib += int(fields["Rss"].split()[0])
         pss_kib += int(fields["Pss"].split()[0])
         processes += 1
+        kind = _kind(entry)
+        by_kind[kind] = by_kind.get(kind, 0.0) + int(fields["Pss"].split()[0]) / 1024
     return {
         "rss_mib": round(rss_kib / 1024, 1),
         "pss_mib": round(pss_kib / 1024, 1),
         "os_processes": processes,
+        "pss_mib_by_kind": {
+            kind: round(mib, 1) for kind, mib in sorted(by_kind.items(), key=lambda kv: -kv[1])
+        },
     }
+
+
+def _kind(entry: Path) -> str:
+    """What a process is, in short: `vllm engine`, `ray::_ProcessHost`, `raylet`, `server child`."""
+    try:
+        argv = [
+            part.decode(errors="replace") for part in (entry / "cmdline").read_bytes().split(b"\0") if part
+        ]
+    except OSError:
+        return "?"
+    if not argv:
+        return "?"
+    text = " ".join(argv)
+    for needle, kind in (("engine_main.py", "vllm engine"), ("EngineCore", "vllm EngineCore"),
+                         ("ng_cli.servers.child", "server child"), ("ng_run", "ng_run (head, driver)"),
+                         ("resource_tracker", "vllm resource_tracker"), ("sys.stdin.buffer.read()", "ray actor watchdog")):  # fmt: skip
+        if needle in text:
+            return kind
+    if argv[0].startswith("ray::"):
+        return argv[0]
+    script = next((part for part in argv[1:] if part.endswith(".py")), argv[0])
+    return Path(script).name
 
 
 def measure_once(
@@ -161,7 +212,7 @@ def measure_once(
             time.sleep(0.005)
         elapsed = time.perf_counter() - started
         ready = json.loads(ready_file.read_text())
-        memory = memory_of(marker)
+        memory = memory_of(process.pid, marker)
     finally:
         process.send_signal(signal.SIGINT)
         try:
