@@ -22,19 +22,23 @@ import threading
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
-from typing import IO
+from typing import IO, TYPE_CHECKING
 
 from rich.console import Console
 
 from ng_cli.config.compose import ComposedConfig
 from ng_cli.datasets import SPLITS, datasets_for, prepare_splits
 from ng_cli.errors import ConfigError, LaunchError
-from ng_cli.launcher.plan import HEAD_NAME, StackPlan, plan_stack
+from ng_cli.launcher.plan import HEAD_NAME, StackPlan
 from ng_cli.launcher.signals import StopSignals
-from ng_cli.launcher.stack import Stack, make_run_dir
+from ng_cli.launcher.stack import Stack
+from ng_cli.launcher.supervise import plan_and_connect
 from ng_cli.rollouts import CollectConfig, CollectResult, collect_config_from, make_view, render_summary
 from ng_cli.rollouts.collect import collect_rollouts
 from ng_cli.rollouts.progress import ProgressView
+
+if TYPE_CHECKING:
+    from ng_cli.launcher.ray_backend import RayBackend
 
 __all__ = ["FileSink", "collect_end_to_end", "inputs_dir"]
 
@@ -78,27 +82,31 @@ def collect_end_to_end(config: ComposedConfig, *, console: Console) -> int:
         )
     problems = Console(stderr=True, highlight=False, soft_wrap=True)
     prepare_splits({split: datasets}, settings.input_jsonl_fpath.parent, on_problem=problems.print)
-    run_dir = make_run_dir()
+    plan, backend = plan_and_connect(config)  # with a `ray` block: on that cluster, as ng_run
     try:
-        plan = _on_free_head_port(config, plan_stack(config, run_dir=run_dir))
+        plan = _on_free_head_port(config, plan)
     except BaseException:
-        shutil.rmtree(run_dir, ignore_errors=True)
+        shutil.rmtree(plan.run_dir, ignore_errors=True)
+        if backend is not None:
+            backend.stop()
         raise
     log = FileSink(settings.output_jsonl_fpath.with_name(settings.output_jsonl_fpath.stem + "_servers.log"))
     try:
-        return _run(plan, settings, console, log)
+        return _run(plan, settings, console, log, backend)
     finally:
         log.close()
 
 
-def _run(plan: StackPlan, settings: CollectConfig, console: Console, log: FileSink) -> int:
+def _run(
+    plan: StackPlan, settings: CollectConfig, console: Console, log: FileSink, backend: RayBackend | None
+) -> int:
     with StopSignals() as signals:
         console.print(
             f"starting {len(plan.servers)} servers (their output: {log.path}) ...",
             style="dim",
             soft_wrap=True,
         )
-        stack = Stack.start(plan, sink=log)
+        stack = Stack.start(plan, sink=log, backend=backend)
         result: CollectResult | None = None
         try:
             stack.wait_ready(should_stop=signals.requested)

@@ -227,7 +227,7 @@ class Stack:
 
     def _bind(self) -> None:
         for process in self.plan.processes:
-            if not self.plan.is_actor(process.name):  # an actor binds on its own node (`_place`)
+            if self.backend is None or not self.plan.is_actor(process.name):  # actors bind on their node
                 self._sockets[process.name] = bind_listener(process.host, process.port, owner=process.name)
         self.plan = self.plan.with_ports(
             {name: sock.getsockname()[1] for name, sock in self._sockets.items()}

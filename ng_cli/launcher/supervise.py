@@ -33,7 +33,7 @@ from ng_cli.launcher.stack import Stack, make_run_dir
 if TYPE_CHECKING:
     from ng_cli.launcher.ray_backend import RayBackend
 
-__all__ = ["RUN_OPTIONS", "launch", "run_stack"]
+__all__ = ["RUN_OPTIONS", "launch", "plan_and_connect", "run_stack"]
 
 RUN_OPTIONS = frozenset(
     {
@@ -68,7 +68,7 @@ def launch(config: ComposedConfig, *, console: Console, sink: LineSink | None = 
         }
         console.print(yaml.safe_dump(details, sort_keys=False), markup=False, highlight=False, soft_wrap=True)
         return 0
-    plan, backend = _plan_and_connect(config)
+    plan, backend = plan_and_connect(config)
 
     _print_engine_plan(plan, console)
 
@@ -78,7 +78,7 @@ def launch(config: ComposedConfig, *, console: Console, sink: LineSink | None = 
     return run_stack(plan, on_ready=show, ready_file=_ready_file(config), sink=sink, backend=backend)
 
 
-def _plan_and_connect(config: ComposedConfig) -> tuple[StackPlan, RayBackend | None]:
+def plan_and_connect(config: ComposedConfig) -> tuple[StackPlan, RayBackend | None]:
     """The plan, and the Ray cluster of a `ray` block (Ray is imported only here, and only then).
 
     An existing cluster is joined first, so engines are planned on its GPUs; a private `local`
