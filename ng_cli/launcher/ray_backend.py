@@ -64,6 +64,8 @@ class RayChild:
     pid: int
     sink: LineSink = field(repr=False)
     redact: Callable[[str], str] | None = field(default=None, repr=False)
+    leases: list[Any] = field(default_factory=list, repr=False)
+    """GPU lease actors holding its other bundles: they end with it (a restart needs those GPUs)."""
     tail: deque[str] = field(default_factory=lambda: deque(maxlen=LOG_TAIL_LINES))
     relay: threading.Thread | None = None
     actor_died: bool = False
@@ -101,8 +103,9 @@ class RayChild:
         self._stopping = True
         with contextlib.suppress(Exception):
             ray.get(self.actor.stop.remote(0.0), timeout=5.0)
-        with contextlib.suppress(Exception):
-            ray.kill(self.actor, no_restart=True)
+        for actor in (self.actor, *self.leases):
+            with contextlib.suppress(Exception):
+                ray.kill(actor, no_restart=True)
         if self._code is None:
             self._code = ACTOR_DIED
 
@@ -254,6 +257,7 @@ class RayBackend:
         self._actor_names.append(placement.actor + suffix)
         node = self.ray.get(actor.node.remote(), timeout=self.config.placement_timeout_s)
         gpu_ids: list[str] = []
+        leases: list[Any] = []
         if on_gpu:
             gpu_ids = self.ray.get(actor.gpu_ids.remote(), timeout=_CALL_TIMEOUT_S)
             for index in placement.bundles[1:]:  # one lease per other bundle: its GPU id
@@ -264,6 +268,7 @@ class RayBackend:
                     scheduling_strategy=on_bundle(index),
                 ).remote()
                 self.actors.append(lease)
+                leases.append(lease)
                 self._actor_names.append(f"{placement.actor}{suffix}-gpu{index}")
                 gpu_ids += self.ray.get(lease.gpu_ids.remote(), timeout=_CALL_TIMEOUT_S)
         spec = self._address(spec, actor, node)
@@ -278,7 +283,13 @@ class RayBackend:
         argv = [ENGINE_MAIN_TOKEN if part == str(ENGINE_MAIN) else part for part in spec.argv()]
         pid = self.ray.get(actor.start.remote(argv, [secret]), timeout=_CALL_TIMEOUT_S)
         child = RayChild(
-            name=spec.name, actor=actor, actor_name=placement.actor + suffix, node=node, pid=pid, sink=sink
+            name=spec.name,
+            actor=actor,
+            actor_name=placement.actor + suffix,
+            node=node,
+            pid=pid,
+            sink=sink,
+            leases=leases,
         )
         child.start_relay()
         self.children.append(child)
