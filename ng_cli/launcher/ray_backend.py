@@ -20,121 +20,22 @@ from __future__ import annotations
 import contextlib
 import math
 import os
-import threading
 import time
-from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import Any
 
 from ng_cli.engines.placement import NodeCapacity, PlacementPlan, check_fit
 from ng_cli.engines.plan import ENGINE_MAIN, EngineSpec, InstanceEngines
-from ng_cli.errors import ConfigError, LaunchError, PlacementError
-from ng_cli.launcher.process import LOG_TAIL_LINES, LineSink, describe_exit
+from ng_cli.errors import LaunchError, PlacementError
+from ng_cli.launcher.process import LineSink
+from ng_cli.launcher.ray_child import RayChild, import_ray
 from ng_cli.launcher.ray_config import RayConfig
 
 __all__ = ["RayBackend", "RayChild"]
 
-_POLL_S = 0.2
 _CALL_TIMEOUT_S = 30.0
 _LOOPBACK = ("127.0.0.1", "localhost", "::1", "0.0.0.0", "::", "")
-ACTOR_DIED = -9
-"""The exit code a process reads as when its actor died (its death signal is SIGKILL's effect)."""
-
-
-def _ray() -> Any:
-    try:
-        import ray
-    except ImportError:
-        raise ConfigError(
-            "ray.address is set but Ray is not installed in this environment",
-            hint="pip install -e '.[ray]'  (or drop ray.address to run plain local processes)",
-        ) from None
-    return ray
-
-
-@dataclass(eq=False)
-class RayChild:
-    """One process owned by an actor, seen from the driver as a child."""
-
-    name: str
-    actor: Any = field(repr=False)
-    actor_name: str
-    node: dict[str, Any]
-    pid: int
-    sink: LineSink = field(repr=False)
-    redact: Callable[[str], str] | None = field(default=None, repr=False)
-    leases: list[Any] = field(default_factory=list, repr=False)
-    """GPU lease actors holding its other bundles: they end with it (a restart needs those GPUs)."""
-    tail: deque[str] = field(default_factory=lambda: deque(maxlen=LOG_TAIL_LINES))
-    relay: threading.Thread | None = None
-    actor_died: bool = False
-    _code: int | None = None
-    _stopping: bool = False
-
-    def start_relay(self) -> None:
-        self.relay = threading.Thread(target=self._relay, name=f"ray-relay-{self.name}", daemon=True)
-        self.relay.start()
-
-    def exit_code(self) -> int | None:
-        return self._code
-
-    def last_lines(self) -> list[str]:
-        return list(self.tail)
-
-    def describe_end(self, code: int) -> str:
-        """How it ended, with the actor's name and node: what a death report shows."""
-        where = f"Ray actor {self.actor_name} on node {self.node.get('ip')}"
-        if self.actor_died:
-            return f"its {where} died (the process died with it)"
-        return f"{describe_exit(code)}; {where}"
-
-    def location(self) -> dict[str, Any]:
-        return {
-            "node": self.node.get("ip"),
-            "hostname": self.node.get("hostname"),
-            "actor": self.actor_name,
-            "actor_pid": self.node.get("actor_pid"),
-        }
-
-    def kill(self) -> None:
-        """End the process and its actor now (a restart follows, or the stack is stopping)."""
-        ray = _ray()
-        self._stopping = True
-        with contextlib.suppress(Exception):
-            ray.get(self.actor.stop.remote(0.0), timeout=5.0)
-        for actor in (self.actor, *self.leases):
-            with contextlib.suppress(Exception):
-                ray.kill(actor, no_restart=True)
-        if self._code is None:
-            self._code = ACTOR_DIED
-
-    def wait(self, timeout_s: float) -> None:
-        if self.relay is not None:
-            self.relay.join(timeout=timeout_s)
-
-    def _relay(self) -> None:
-        ray = _ray()
-        cursor = 0
-        while self._code is None:
-            try:
-                lines, cursor, code = ray.get(self.actor.poll.remote(cursor), timeout=_CALL_TIMEOUT_S)
-            except ray.exceptions.GetTimeoutError:
-                continue
-            except ray.exceptions.RayError:  # the actor died (killed, its node lost): so did the process
-                if not self._stopping:
-                    self.actor_died = True
-                self._code = ACTOR_DIED
-                return
-            for line in lines:
-                shown = self.redact(line) if self.redact is not None else line
-                self.tail.append(shown)
-                with contextlib.suppress(OSError, ValueError):
-                    self.sink(self.name, shown)
-            if code is not None:
-                self._code = code
-                return
-            time.sleep(_POLL_S)
 
 
 class RayBackend:
@@ -158,7 +59,7 @@ class RayBackend:
     def connect(cls, config: RayConfig, *, cpus_needed: float = 0.0) -> RayBackend:
         """Join the cluster at `ray.address`, or start a private one (`local`, with at least
         `cpus_needed` logical CPUs unless `ray.num_cpus` says otherwise); LaunchError if unreachable."""
-        ray = _ray()
+        ray = import_ray()
         options: dict[str, Any] = {
             "namespace": config.namespace,
             "log_to_driver": False,  # output reaches us through the actors' poll, prefixed per process
@@ -365,7 +266,7 @@ class RayBackend:
         from ray.util.placement_group import remove_placement_group
 
         for child in self.children:
-            child._stopping = True
+            child.expect_end()
         calls = []
         for child in self.children:
             with contextlib.suppress(Exception):

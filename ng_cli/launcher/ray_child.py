@@ -1,0 +1,126 @@
+"""`RayChild`: a process that a Ray actor owns, seen by the launcher as one more child (`process.Handle`).
+
+A relay thread polls the actor for new output lines (shown with the `[name]` prefix, the last ones
+kept for death reports) and for the process's end; an actor that dies reads as an exit, reported
+with the actor's name and node. `kill()` ends the process, its actor and the actor's GPU leases.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from ng_cli.errors import ConfigError
+from ng_cli.launcher.process import LOG_TAIL_LINES, LineSink, describe_exit
+
+__all__ = ["ACTOR_DIED", "RayChild", "import_ray"]
+
+_POLL_S = 0.2
+_CALL_TIMEOUT_S = 30.0
+ACTOR_DIED = -9
+"""The exit code a process reads as when its actor died (its death signal is SIGKILL's effect)."""
+
+
+def import_ray() -> Any:
+    """Ray, or a ConfigError saying how to install it (it is an optional extra)."""
+    try:
+        import ray
+    except ImportError:
+        raise ConfigError(
+            "ray.address is set but Ray is not installed in this environment",
+            hint="pip install -e '.[ray]'  (or drop ray.address to run plain local processes)",
+        ) from None
+    return ray
+
+
+@dataclass(eq=False)
+class RayChild:
+    """One process owned by an actor, seen from the driver as a child."""
+
+    name: str
+    actor: Any = field(repr=False)
+    actor_name: str
+    node: dict[str, Any]
+    pid: int
+    sink: LineSink = field(repr=False)
+    redact: Callable[[str], str] | None = field(default=None, repr=False)
+    leases: list[Any] = field(default_factory=list, repr=False)
+    """GPU lease actors holding its other bundles: they end with it (a restart needs those GPUs)."""
+    tail: deque[str] = field(default_factory=lambda: deque(maxlen=LOG_TAIL_LINES))
+    relay: threading.Thread | None = None
+    actor_died: bool = False
+    _code: int | None = None
+    _stopping: bool = False
+
+    def start_relay(self) -> None:
+        self.relay = threading.Thread(target=self._relay, name=f"ray-relay-{self.name}", daemon=True)
+        self.relay.start()
+
+    def exit_code(self) -> int | None:
+        return self._code
+
+    def last_lines(self) -> list[str]:
+        return list(self.tail)
+
+    def describe_end(self, code: int) -> str:
+        """How it ended, with the actor's name and node: what a death report shows."""
+        where = f"Ray actor {self.actor_name} on node {self.node.get('ip')}"
+        if self.actor_died:
+            return f"its {where} died (the process died with it)"
+        return f"{describe_exit(code)}; {where}"
+
+    def location(self) -> dict[str, Any]:
+        return {
+            "node": self.node.get("ip"),
+            "hostname": self.node.get("hostname"),
+            "actor": self.actor_name,
+            "actor_pid": self.node.get("actor_pid"),
+        }
+
+    def expect_end(self) -> None:
+        """We are ending it: its actor's death is then no news to report."""
+        self._stopping = True
+
+    def kill(self) -> None:
+        """End the process and its actor now (a restart follows, or the stack is stopping)."""
+        ray = import_ray()
+        self._stopping = True
+        with contextlib.suppress(Exception):
+            ray.get(self.actor.stop.remote(0.0), timeout=5.0)
+        for actor in (self.actor, *self.leases):
+            with contextlib.suppress(Exception):
+                ray.kill(actor, no_restart=True)
+        if self._code is None:
+            self._code = ACTOR_DIED
+
+    def wait(self, timeout_s: float) -> None:
+        if self.relay is not None:
+            self.relay.join(timeout=timeout_s)
+
+    def _relay(self) -> None:
+        ray = import_ray()
+        cursor = 0
+        while self._code is None:
+            try:
+                lines, cursor, code = ray.get(self.actor.poll.remote(cursor), timeout=_CALL_TIMEOUT_S)
+            except ray.exceptions.GetTimeoutError:
+                continue
+            except ray.exceptions.RayError:  # the actor died (killed, its node lost): so did the process
+                if not self._stopping:
+                    self.actor_died = True
+                self._code = ACTOR_DIED
+                return
+            for line in lines:
+                shown = self.redact(line) if self.redact is not None else line
+                self.tail.append(shown)
+                with contextlib.suppress(OSError, ValueError):
+                    self.sink(self.name, shown)
+            if code is not None:
+                self._code = code
+                return
+            time.sleep(_POLL_S)
