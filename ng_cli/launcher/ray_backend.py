@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import math
 import os
+import socket
 import time
 from collections.abc import Callable
 from dataclasses import replace
@@ -35,6 +36,7 @@ from ng_cli.launcher.ray_config import RayConfig
 __all__ = ["RayBackend", "RayChild"]
 
 _CALL_TIMEOUT_S = 30.0
+_REACH_TIMEOUT_S = 3.0
 _LOOPBACK = ("127.0.0.1", "localhost", "::1", "0.0.0.0", "::", "")
 
 
@@ -74,6 +76,7 @@ class RayBackend:
                 "include_dashboard": False,
             }
         else:
+            _check_reachable(config.address)  # Ray itself retries a wrong address for minutes
             options["address"] = config.address
         try:
             ray.init(**options)
@@ -311,3 +314,17 @@ class RayBackend:
             if (not actors and not groups) or time.monotonic() > deadline:
                 return sorted(actors | groups)
             time.sleep(0.1)
+
+
+def _check_reachable(address: str) -> None:
+    """LaunchError at once when nothing listens at `host:port` (`auto` is Ray's to find)."""
+    if address == "auto":
+        return
+    host, _, port = address.removeprefix("ray://").rpartition(":")
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=_REACH_TIMEOUT_S).close()
+    except (OSError, ValueError) as error:
+        raise LaunchError(
+            f"ray.address {address}: nothing answers at {host}:{port} ({error})",
+            hint="`ray status` on a node of the cluster shows its address; `local` starts a private cluster",
+        ) from None

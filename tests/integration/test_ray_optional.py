@@ -77,3 +77,13 @@ def test_a_bad_ray_key_is_refused_with_its_name_and_no_traceback() -> None:
     assert done.returncode == 2
     assert "ray.engine_num_cpu: unknown key" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_an_address_where_no_cluster_answers_fails_at_once_naming_the_key() -> None:
+    pytest.importorskip("ray", reason="the ray extra is not installed")
+    done = run_script(
+        "ng_run", "-c", "configs/stack.yaml", "++head_server.port=0", "++ray.address=127.0.0.1:1"
+    )
+    assert done.returncode == 1
+    assert "ray.address 127.0.0.1:1: nothing answers at 127.0.0.1:1" in done.stderr
+    assert "Traceback" not in done.stderr
