@@ -142,6 +142,7 @@ class _ProcessHost:
             stdin=subprocess.PIPE,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
+            start_new_session=True,  # the raylet ends a dead worker's process group: not this one
         )
         if self.listener is not None:  # the child holds its copy; ours would keep the port after a crash
             self.listener.close()
