@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,7 @@ import pytest
 
 from ng_cli.engines.local_vllm import is_vllm_env_ready, vllm_venv_dir
 from ng_cli.quickstart.plan import EXAMPLE_AGENT
+from ng_cli.quickstart.processes import console_script
 from tests.fixtures.engine_stack import ENGINE_KEY, EXAMPLE_ENV_CONFIG, engine_stack, kill_one_engine_mid_run
 
 CPU_CONFIG = "responses_api_models/local_vllm_model/configs/tiny_weather_cpu.yaml"
@@ -72,6 +74,13 @@ def test_ray_local_cluster_engines_and_servers_as_actors_one_actor_killed_nothin
             f"ng-{run_id}-policy_model-engine-1",
         ]
         assert all(engine["node"] and engine["actor_pid"] != engine["pid"] for engine in engines)
+        status = subprocess.run(
+            [str(console_script("ng_status")), f"+head_server_url={stack.process.head_url}"],
+            env={**stack.env, "COLUMNS": "400"}, capture_output=True, text=True, timeout=60, check=False,
+        )  # fmt: skip
+        assert status.returncode == 0, status.stdout + status.stderr
+        for name in (f"ng-{run_id}-policy_model-engine-1", f"ng-{run_id}-server-{ENVIRONMENT}"):
+            assert name in status.stdout.replace("\n", ""), status.stdout  # node and actor per row
 
         figures = kill_one_engine_mid_run(
             stack,
