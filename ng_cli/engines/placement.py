@@ -35,6 +35,7 @@ __all__ = [
     "NodeCapacity",
     "PlacementPlan",
     "check_fit",
+    "cpus_text",
     "plan_placement",
     "ray_name",
 ]
@@ -197,10 +198,10 @@ def check_fit(plan: PlacementPlan, nodes: Sequence[NodeCapacity]) -> dict[str, s
         if node is None:
             most = max((c for _, c in free.values()), default=0.0)
             raise PlacementError(
-                f"server actor '{server}' needs {_num(cpus)} CPUs on one node after the engines' "
+                f"server actor '{server}' needs {cpus_text(cpus)} on one node besides the engines' "
                 f"placement groups; the most any node has left is {_num(most)}",
                 group=plan.server_actor(server),
-                missing=f"{_num(cpus - most)} CPUs on one node",
+                missing=f"{cpus_text(cpus - most)} on one node",
                 hint="lower ray.server_num_cpus, run fewer servers as actors (ray.servers), or add nodes",
             )
         free[node][1] -= cpus
@@ -297,6 +298,11 @@ def _fit_hint(group: GroupPlacement) -> str:
             "ray.expert_groups_may_span: true to let data-parallel ranks use several nodes"
         )
     return "lower ray.engine_num_cpus, give the local cluster more CPUs (ray.num_cpus), or add nodes"
+
+
+def cpus_text(value: float) -> str:
+    """`1 CPU`, `2.5 CPUs`."""
+    return f"{_num(value)} CPU{'s' * (value != 1)}"
 
 
 def _num(value: float) -> str:

@@ -10,7 +10,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ng_cli.config.paths import display_path
-from ng_cli.engines.placement import PlacementPlan
+from ng_cli.engines.placement import PlacementPlan, cpus_text
 from ng_cli.engines.plan import InstanceEngines
 from ng_cli.launcher.plan import StackPlan
 from ng_cli.launcher.server_tests import SuiteResult
@@ -62,7 +62,7 @@ def placement_table(placement: PlacementPlan, *, address: str) -> Table:
     for row in placement.describe():
         table.add_row(row["group"], row["strategy"], row["needs"], row["engines"])
     for server, cpus in placement.server_cpus.items():
-        table.add_row(placement.server_actor(server), "-", f"{cpus:g} CPUs", f"(server {server})")
+        table.add_row(placement.server_actor(server), "-", cpus_text(cpus), f"(server {server})")
     return table
 
 

@@ -81,7 +81,7 @@ def test_on_ray_the_tables_say_which_node_and_actor(compose: Compose) -> None:
     assert plan.placement is not None
     placement = render(placement_table(plan.placement, address="local"))
     assert f"ng-{plan.placement.run_id}-server-tools_a" in placement
-    assert "1 CPUs" in placement
+    assert "1 CPU " in placement
 
     plan = plan.with_ports({"head_server": 1234}).with_addresses({"tools_a": ("10.0.0.7", 2345)})
     actor = {"node": "10.0.0.7", "actor": "ng-ab12-server-tools_a", "actor_pid": 99}
