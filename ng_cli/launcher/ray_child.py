@@ -115,6 +115,11 @@ class RayChild:
                     self.actor_died = True
                 self._code = ACTOR_DIED
                 return
+            except Exception:  # Ray already shut down under a stopping stack: nothing left to read
+                if not self._stopping:
+                    raise
+                self._code = ACTOR_DIED
+                return
             for line in lines:
                 shown = self.redact(line) if self.redact is not None else line
                 self.tail.append(shown)
