@@ -158,3 +158,28 @@ def _is_running(pid: int) -> bool:
     except OSError:
         return False
     return state != "Z"
+
+
+def test_a_dead_server_actor_is_reported_by_name_with_its_last_lines(
+    tmp_path: Path, cluster: tuple[str, Path]
+) -> None:
+    address, _ = cluster
+    launcher = Launcher(tmp_path)
+    try:
+        run = launcher.start(f"++ray.address={address}", "++ray.servers=[tools_a]")
+        stack = run.wait_ready(timeout_s=120)
+        run_id = stack["ray"]["run_id"]
+        tools_a = next(server for server in stack["servers"] if server["name"] == "tools_a")
+        os.kill(int(tools_a["actor_pid"]), signal.SIGKILL)  # what an OOM kill or a lost node does
+
+        assert run.wait_exit(timeout_s=60) == 1
+        assert (
+            f"server 'tools_a' (pid {tools_a['pid']}) exited while the stack was running: its Ray actor "
+            f"ng-{run_id}-server-tools_a on node {tools_a['node']} died" in run.output
+        )
+        report = run.output.split("exited while the stack was running", 1)[1]
+        assert re.search(r"last \d+ lines of 'tools_a':\n  \[tools_a\] tools_a: hello from tools_a", report)
+        names = {entry["name"] for entry in _state(address)["actors"]}
+        assert not any(name.startswith(f"ng-{run_id}-") for name in names)
+    finally:
+        launcher.cleanup()
