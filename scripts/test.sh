@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite, from a fresh clone: install, build the CPU vLLM engine env, lint, test.
 # CI (.ci/run) runs exactly this. Real-engine and browser tests are required here
-# (NG_REQUIRE_ENGINE=1, NG_REQUIRE_BROWSER=1): a missing engine or browser fails, never skips.
+# (NG_REQUIRE_ENGINE=1, NG_REQUIRE_BROWSER=1, NG_REQUIRE_RAY=1): a missing engine, browser or Ray
+# fails, never skips.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -27,7 +28,7 @@ echo "== mypy"
 
 echo "== pytest"
 set +e
-NG_REQUIRE_ENGINE=1 NG_REQUIRE_BROWSER=1 .venv/bin/python -m pytest -p no:cacheprovider "$@"
+NG_REQUIRE_ENGINE=1 NG_REQUIRE_BROWSER=1 NG_REQUIRE_RAY=1 .venv/bin/python -m pytest -p no:cacheprovider "$@"
 code=$?
 set -e
 if [ "$code" -eq 5 ]; then

@@ -22,6 +22,7 @@ from ng_cli.engines.local_vllm import is_vllm_env_ready, vllm_venv_dir
 from ng_cli.quickstart.plan import EXAMPLE_AGENT
 from ng_cli.quickstart.processes import console_script
 from tests.fixtures.engine_stack import ENGINE_KEY, EXAMPLE_ENV_CONFIG, engine_stack, kill_one_engine_mid_run
+from tests.fixtures.ray_required import require_ray
 
 CPU_CONFIG = "responses_api_models/local_vllm_model/configs/tiny_weather_cpu.yaml"
 ENVIRONMENT = "example_single_tool_call"
@@ -44,10 +45,7 @@ def test_ray_local_cluster_engines_and_servers_as_actors_one_actor_killed_nothin
     tmp_path: Path,
 ) -> None:
     _require(is_vllm_env_ready(), f"the CPU vLLM env is not built at {vllm_venv_dir()}")
-    try:
-        import ray  # noqa: F401
-    except ImportError:
-        _require(False, "ray is not installed (pip install -e '.[ray]')")
+    require_ray()
     overrides = [
         f"++{ENGINE_KEY}.vllm_serve_kwargs.data_parallel_size=2",
         f"++{ENGINE_KEY}.max_restarts=2",

@@ -12,6 +12,7 @@ import sys
 
 import pytest
 
+from tests.fixtures.ray_required import require_ray
 from tests.fixtures.stack.harness import STACK_ROOT, run_script
 
 pytestmark = pytest.mark.integration
@@ -80,7 +81,7 @@ def test_a_bad_ray_key_is_refused_with_its_name_and_no_traceback() -> None:
 
 
 def test_an_address_where_no_cluster_answers_fails_at_once_naming_the_key() -> None:
-    pytest.importorskip("ray", reason="the ray extra is not installed")
+    require_ray()
     done = run_script(
         "ng_run", "-c", "configs/stack.yaml", "++head_server.port=0", "++ray.address=127.0.0.1:1"
     )

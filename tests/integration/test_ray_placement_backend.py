@@ -19,8 +19,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.fixtures.ray_required import require_ray
+
 pytestmark = pytest.mark.integration
-pytest.importorskip("ray", reason="the ray extra is not installed (pip install -e '.[ray]')")
+require_ray()
 
 _FAKE_ENGINE = """#!/bin/sh
 echo "argv: $*"

@@ -23,11 +23,12 @@ from typing import Any
 
 import pytest
 
+from tests.fixtures.ray_required import require_ray
 from tests.fixtures.stack.harness import MARKER_VAR, SECRET, Launcher, marked_pids, run_script
 
 pytestmark = pytest.mark.integration
 
-ray = pytest.importorskip("ray", reason="the ray extra is not installed (pip install -e '.[ray]')")
+require_ray()
 
 _CLUSTER_STATE = """
 import json, sys, ray
