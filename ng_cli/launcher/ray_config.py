@@ -19,6 +19,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from ng_cli.config.compose import ComposedConfig
+from ng_cli.config.secrets import is_secret_key
 from ng_cli.errors import ConfigError
 
 __all__ = ["RAY_KEY", "RayConfig", "read_ray_config"]
@@ -68,6 +69,19 @@ class RayConfig(BaseModel):
         if host and port.isdigit():
             return value
         raise ValueError(f"expected auto, local, ray://host:port or host:port, got {value!r}")
+
+    @field_validator("runtime_env")
+    @classmethod
+    def _no_secrets(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
+        env_vars = (value or {}).get("env_vars") or {}
+        secret = sorted(key for key in env_vars if is_secret_key(str(key)))
+        if secret:
+            raise ValueError(
+                f"env_vars {secret} look secret, and Ray's dashboard shows every actor's runtime_env; "
+                "engine secrets belong in the instance's vllm_serve_env_vars / api_key (they travel "
+                "through the object store)"
+            )
+        return value
 
     @property
     def is_local(self) -> bool:

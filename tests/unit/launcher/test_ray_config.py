@@ -56,6 +56,10 @@ def test_a_bare_string_is_the_address(compose: Compose) -> None:
             "ray.servers: no server instance named 'tools_c'",
         ),
         (["++ray=[1,2]"], "ray: expected a mapping such as {address: auto}"),
+        (
+            ["++ray.address=auto", "++ray.runtime_env={env_vars: {HF_TOKEN: x}}"],
+            "ray.runtime_env: env_vars ['HF_TOKEN'] look secret",
+        ),
     ],
 )
 def test_bad_ray_blocks_name_the_key(compose: Compose, overrides: list[str], expected: str) -> None:
