@@ -28,7 +28,7 @@ from ng_cli.errors import (
 )
 from ng_cli.servers.deadline import DEADLINE_HEADER, remaining_s
 
-__all__ = ["HttpClient", "RetryPolicy", "Timeouts", "is_retryable"]
+__all__ = ["HttpClient", "RetryPolicy", "Timeouts", "error_envelope", "is_retryable"]
 
 _JSON_HEADERS = {"Content-Type": "application/json"}
 
@@ -79,14 +79,14 @@ def is_retryable(error: BaseException) -> bool:
     if isinstance(error, UpstreamDownError):
         return False
     if isinstance(error, UpstreamHTTPError):
-        if error.status in (502, 503, 504) and _envelope_of(error.body).get("server"):
+        if error.status in (502, 503, 504) and error_envelope(error.body).get("server"):
             return False
         return error.status >= 500
     return isinstance(error, UpstreamTimeoutError | UpstreamUnavailableError)
 
 
-def _envelope_of(body: str) -> dict[str, Any]:
-    """The `error` object of our (OpenAI-style) envelope, or {}."""
+def error_envelope(body: str) -> dict[str, Any]:
+    """The `error` object of the OpenAI-style envelope our servers answer with, or {}."""
     try:
         parsed = orjson.loads(body) if body else None
     except orjson.JSONDecodeError:
@@ -222,7 +222,7 @@ class HttpClient:
 def _http_error(method: str, url: str, status: int, text: str) -> UpstreamError:
     """The error for an HTTP error answer; one of our servers' open-circuit 503 keeps its type."""
     message = f"{method} {url} answered HTTP {status}: {_short(text)}"
-    envelope = _envelope_of(text)
+    envelope = error_envelope(text)
     if status == 503 and envelope.get("type") == UPSTREAM_DOWN_TYPE:
         down_s = envelope.get("upstream_down_s")
         return UpstreamDownError(
