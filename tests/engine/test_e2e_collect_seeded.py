@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from ng_cli.engines.local_vllm import VllmServer, is_vllm_env_ready, vllm_venv_dir
+from ng_cli.engines.local_vllm import VllmServer
 from ng_cli.quickstart.plan import EMBEDDED_MODEL, write_env_file
 from ng_cli.quickstart.processes import console_script
 from tests.fixtures.stack.harness import MARKER_VAR, marked_pids
@@ -35,14 +35,7 @@ CONFIG_PATHS = (
 
 
 @pytest.fixture(scope="module")
-def weather_engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[VllmServer]:
-    if not is_vllm_env_ready():
-        reason = (
-            f"the CPU vLLM env is not built at {vllm_venv_dir()}; run: bash scripts/build_vllm_cpu_env.sh"
-        )
-        if os.environ.get("NG_REQUIRE_ENGINE", "").strip().lower() not in ("", "0", "false", "no"):
-            pytest.fail(f"NG_REQUIRE_ENGINE is set and {reason}", pytrace=False)
-        pytest.skip(reason)
+def weather_engine(vllm_env: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[VllmServer]:
     with VllmServer.start(
         ROOT / EMBEDDED_MODEL,
         api_key=secrets.token_urlsafe(16),
