@@ -28,6 +28,8 @@ which is what the policy saw (docs/conversion.md, "Token-exact prompts").
 
 from __future__ import annotations
 
+from array import array
+from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -36,7 +38,14 @@ from ng_cli.errors import BadRequestError
 from ng_cli.tokens.chat_template import ChatTokenizer
 from ng_cli.tokens.contract import TOKEN_FIELDS, token_info_of
 
-__all__ = ["EndOfTurnMissingError", "HistoryRewrittenError", "SpliceError", "SplicedPrompt", "build_prompt"]
+__all__ = [
+    "EndOfTurnMissingError",
+    "HistoryRewrittenError",
+    "PromptTexts",
+    "SpliceError",
+    "SplicedPrompt",
+    "build_prompt",
+]
 
 
 class SpliceError(BadRequestError):
@@ -60,19 +69,47 @@ class SplicedPrompt:
     """Ids copied from the previous turn (0: nothing to splice, the whole prompt was rendered)."""
 
 
+class PromptTexts:
+    """The text of recent prompts built here, by their ids, so the next turn's check of its previous
+    prompt need not decode it (decoding 4k ids costs about 1 ms; the lookup, microseconds)."""
+
+    def __init__(self, max_entries: int = 256) -> None:
+        self.max_entries = max_entries
+        self._texts: OrderedDict[bytes, str] = OrderedDict()
+
+    def remember(self, ids: list[int], text: str) -> None:
+        key = _key(ids)
+        self._texts[key] = text
+        self._texts.move_to_end(key)
+        while len(self._texts) > self.max_entries:
+            self._texts.popitem(last=False)
+
+    def text_of(self, ids: list[int], tokenizer: ChatTokenizer) -> str:
+        """The remembered text of `ids`, else their decoding."""
+        return self._texts.get(_key(ids)) or tokenizer.decode(ids)
+
+
+def _key(ids: list[int]) -> bytes:
+    return array("Q", ids).tobytes()
+
+
 def build_prompt(
     tokenizer: ChatTokenizer,
     messages: Sequence[Mapping[str, Any]],
     *,
     tools: Sequence[Mapping[str, Any]] | None = None,
     template_kwargs: Mapping[str, Any] | None = None,
+    texts: PromptTexts | None = None,
 ) -> SplicedPrompt:
     """The prompt ids for `messages` (chat messages; an assistant message may carry token ids)."""
+    texts = texts or PromptTexts(max_entries=0)
     last = _last_with_ids(messages)
     clean = [_without_token_fields(message) for message in messages]
     rendered = tokenizer.render(clean, tools=tools, template_kwargs=template_kwargs)
     if last is None:
-        return SplicedPrompt(tokenizer.encode(rendered), reused=0)
+        ids = tokenizer.encode(rendered)
+        texts.remember(ids, rendered)
+        return SplicedPrompt(ids, reused=0)
     info = token_info_of(messages[last], where=f"messages[{last}]")
     assert info is not None  # _last_with_ids found the fields
     prompt, generation = info.prompt_token_ids, info.generation_token_ids
@@ -90,7 +127,8 @@ def build_prompt(
             "the history was rewritten (turns removed, inserted or merged), not extended",
             hint="send the conversation as the previous turns returned it, or set token_exact: false",
         )
-    _check_unchanged(tokenizer, clean[:last], prompt)
+    previous_text = texts.text_of(prompt, tokenizer)
+    _check_unchanged(clean[:last], previous_text)
     end = _end_of_nth(rendered, tokenizer.end_of_turn_text, needed)
     if end < 0:
         raise EndOfTurnMissingError(
@@ -119,11 +157,8 @@ def _without_token_fields(message: Mapping[str, Any]) -> Mapping[str, Any]:
     return {key: value for key, value in message.items() if key not in TOKEN_FIELDS}
 
 
-def _check_unchanged(
-    tokenizer: ChatTokenizer, earlier: Sequence[Mapping[str, Any]], prompt: list[int]
-) -> None:
-    """Every system, user and tool text before the spliced turn appears, in order, in its prompt."""
-    text = tokenizer.decode(prompt)
+def _check_unchanged(earlier: Sequence[Mapping[str, Any]], text: str) -> None:
+    """Every system, user and tool text before the spliced turn appears, in order, in its prompt's text."""
     position = 0
     for index, message in enumerate(earlier):
         content = message.get("content")

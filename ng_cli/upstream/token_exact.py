@@ -22,7 +22,7 @@ from ng_cli.conversion.tool_calls import ToolCallParser
 from ng_cli.errors import BadRequestError, InvalidOutputError
 from ng_cli.tokens.chat_template import ChatTokenizer
 from ng_cli.tokens.contract import TokenContractError
-from ng_cli.tokens.splice import build_prompt
+from ng_cli.tokens.splice import PromptTexts, build_prompt
 from ng_cli.upstream.client import UpstreamClient
 
 __all__ = ["TokenExactChat", "completion_body", "to_chat_completion"]
@@ -46,6 +46,7 @@ class TokenExactChat:
         self.tokenizer = tokenizer
         self.parser = parser
         self.client = client
+        self.texts = PromptTexts()
 
     async def complete(self, chat: dict[str, Any], *, session_id: str | None) -> dict[str, Any]:
         """vLLM's answer to `chat`, generated from a spliced token prompt, as a chat completion."""
@@ -55,6 +56,7 @@ class TokenExactChat:
             chat["messages"],
             tools=chat.get("tools"),
             template_kwargs=chat.get("chat_template_kwargs"),
+            texts=self.texts,
         )
         body = completion_body(chat, prompt.token_ids, keeps_special_tokens=parses_tools)
         answer = await self.client.post("/completions", body, session_id=session_id)

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from ng_cli.tokens.chat_template import ChatTokenizer, EndOfTurnNotFoundError
-from ng_cli.tokens.splice import HistoryRewrittenError, SplicedPrompt, build_prompt
+from ng_cli.tokens.splice import HistoryRewrittenError, PromptTexts, SplicedPrompt, build_prompt
 from tests.fixtures.tokens.tokenizer_dirs import (
     DROPS_REASONING_TEMPLATE,
     NO_END_OF_TURN_TEMPLATE,
@@ -181,3 +181,14 @@ def test_an_edited_earlier_message_is_refused_as_rewritten_history(tiny: ChatTok
         HistoryRewrittenError, match=r"messages\[1\] \(user\) is not in the previous turn's prompt"
     ):
         build_prompt(tiny, messages, tools=TOOLS)
+
+
+def test_remembered_prompt_texts_give_the_same_prompts_and_refusals(tiny: ChatTokenizer) -> None:
+    texts = PromptTexts()
+    first = build_prompt(tiny, FIRST, tools=TOOLS, texts=texts)
+    assert texts.text_of(first.token_ids, tiny) == tiny.render(FIRST, tools=TOOLS)
+    messages = tool_call_turn(tiny, first)
+    assert build_prompt(tiny, messages, tools=TOOLS, texts=texts) == build_prompt(tiny, messages, tools=TOOLS)
+    messages[1] = {"role": "user", "content": "What is the weather in Rome?"}
+    with pytest.raises(HistoryRewrittenError, match=r"messages\[1\]"):
+        build_prompt(tiny, messages, tools=TOOLS, texts=texts)
