@@ -20,6 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import aiohttp
+import orjson
 import pytest
 from typer.testing import CliRunner
 
@@ -29,7 +31,7 @@ from ng_cli.tokens.chat_template import ChatTokenizer
 from ng_cli.tokens.drift import DriftReport, check_file
 from tests.engine.test_vllm_model_engine import serve_model
 from tests.fixtures.tokens.engine_checks import generated_texts, parser_mismatches, tail_mismatches
-from tests.fixtures.tokens.rollouts import run_rollouts, write_rollouts
+from tests.fixtures.tokens.rollouts import SYSTEM, WEATHER_TOOL, run_rollouts, write_rollouts
 
 ROLLOUTS = int(os.environ.get("NG_TOKEN_EXACT_ROLLOUTS", "200"))
 CITY = "(Paris|London|Tokyo|Berlin)"
@@ -139,3 +141,31 @@ def test_our_hermes_parser_matches_vllms_on_every_generation(collected: Collecte
     assert mismatches == []
     calls = [item for row in rows for item in row["response"]["output"] if item["type"] == "function_call"]
     assert len(calls) == with_calls  # each parsed call became one function_call item
+
+
+async def post_responses(url: str, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+    async with (
+        aiohttp.ClientSession() as http,
+        http.post(f"{url}/v1/responses", data=orjson.dumps(body)) as answer,
+    ):
+        return answer.status, orjson.loads(await answer.read())
+
+
+def test_refusals_are_400s_that_say_which(collected: Collected) -> None:
+    row = next(row for row in collected.runs[True].rows if len(row["_inputs"]) >= 2)
+    second_turn = [dict(item) for item in row["_inputs"][1]]
+    second_turn[0] = {"role": "user", "content": "What is the weather in Quito right now?"}
+    request = {"instructions": SYSTEM, "input": second_turn, "tools": [WEATHER_TOOL], "max_output_tokens": 8}
+    forced = {**request, "input": row["_inputs"][0], "tool_choice": "required"}
+    with serve_model(
+        collected.engine,
+        return_token_id_information=True,
+        token_exact=True,
+        tokenizer_path=str(collected.model_dir),
+    ) as url:
+        rewritten_status, rewritten = asyncio.run(post_responses(url, request))
+        forced_status, forced_answer = asyncio.run(post_responses(url, forced))
+    assert rewritten_status == 400, rewritten
+    assert "messages[1] (user) is not in the previous turn's prompt ids" in rewritten["error"]["message"]
+    assert forced_status == 400, forced_answer
+    assert "tool_choice 'required' is not supported with token_exact" in forced_answer["error"]["message"]

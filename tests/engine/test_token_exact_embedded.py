@@ -42,7 +42,12 @@ def collected(
     ) as engine:
         runs = {}
         for token_exact in (False, True):
-            with serve_model(engine, return_token_id_information=True, token_exact=token_exact) as url:
+            with serve_model(
+                engine,
+                return_token_id_information=True,
+                token_exact=token_exact,
+                tokenizer_path=str(MODEL_DIR),
+            ) as url:
                 rows = asyncio.run(
                     run_rollouts(url, ROLLOUTS, max_turns=lambda index: 3, extras=lambda i, t: {})
                 )

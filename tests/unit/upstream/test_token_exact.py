@@ -13,10 +13,13 @@ from ng_cli.conversion import to_response
 from ng_cli.conversion.tool_calls import TOOL_CALL_PARSERS
 from ng_cli.errors import BadRequestError, ConfigError
 from ng_cli.protocol.responses import ResponsesRequest
+from ng_cli.servers.loading import load_server_class
 from ng_cli.tokens.contract import TokenContractError
 from ng_cli.upstream.config import VllmModelConfig
 from ng_cli.upstream.token_exact import _parses_tools, completion_body, to_chat_completion
-from tests.fixtures.tokens.tokenizer_dirs import build_tiny_tokenizer
+from tests.fixtures.tokens.tokenizer_dirs import NO_END_OF_TURN_TEMPLATE, build_tiny_tokenizer, with_template
+
+APP = Path(__file__).resolve().parents[3] / "responses_api_models" / "vllm_model" / "app.py"
 
 CHAT: dict[str, Any] = {
     "model": "m",
@@ -135,3 +138,27 @@ def test_token_exact_config(tmp_path: Path) -> None:
             VllmModelConfig,
             block(token_exact=True, tokenizer_path=str(directory), return_token_id_information=False),
         )
+
+
+def make_server(tmp_path: Path, template: str | None = None, **keys: Any) -> Any:
+    directory = build_tiny_tokenizer(tmp_path / "tok")
+    if template is not None:
+        directory = with_template(directory, tmp_path / "other", template)
+    server_class = load_server_class(APP)
+    config = validate_block(
+        server_class.config_class, block(token_exact=True, tokenizer_path=str(directory), **keys)
+    )
+    return server_class(config, name="policy_model")
+
+
+def test_the_server_loads_the_tokenizer_once_at_start(tmp_path: Path) -> None:
+    server = make_server(tmp_path)
+    assert server.vllm.token_exact is not None
+    assert server.vllm.token_exact.tokenizer.end_of_turn_text == "<|im_end|>"
+
+
+def test_a_template_without_end_of_turn_stops_the_server_with_its_name(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as caught:
+        make_server(tmp_path, NO_END_OF_TURN_TEMPLATE)
+    assert caught.value.message.startswith("'policy_model': token_exact: ")
+    assert "does not close an assistant turn" in caught.value.message
