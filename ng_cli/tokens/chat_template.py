@@ -7,7 +7,9 @@ variables; assistant tool-call arguments arrive as objects (vLLM parses the JSON
 the text is encoded without adding special tokens. This module reproduces that from a local
 model directory (`tokenizer.json`, `tokenizer_config.json`, `chat_template.jinja`,
 `generation_config.json`) with `tokenizers` and `jinja2` only, so the model server needs
-neither transformers nor torch.
+neither transformers nor torch. Messages are passed in vLLM's "string" content format (text
+parts joined); a template that iterates over content parts (vLLM's "openai" format) is not
+reproduced, and the first prompt would then differ from vLLM's `/tokenize` of the same request.
 
 The end-of-turn token is found once, at load: the template must close an assistant turn with one
 of the model's EOS tokens (tokenizer_config's `eos_token`, generation_config's `eos_token_id`),
@@ -201,7 +203,8 @@ def _compile(template: str) -> Any:
 
 
 def _as_template_message(message: Mapping[str, Any]) -> dict[str, Any]:
-    """vLLM's view of a chat message: text parts joined, tool-call arguments as objects."""
+    """vLLM's view of a chat message in its "string" content format: text parts joined with newlines
+    (no content: ""), tool-call arguments as objects."""
     out = dict(message)
     content = out.get("content")
     if isinstance(content, list):
@@ -210,7 +213,7 @@ def _as_template_message(message: Mapping[str, Any]) -> dict[str, Any]:
             for part in content
             if isinstance(part, Mapping) and part.get("type") == "text"
         )
-    elif content is None and out.get("role") != "assistant":
+    elif content is None:
         out["content"] = ""
     calls = out.get("tool_calls")
     if isinstance(calls, list):
