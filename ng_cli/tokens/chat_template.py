@@ -77,7 +77,7 @@ class ChatTokenizer:
 
     def __init__(self, tokenizer: Any, template: str, special: Mapping[str, str], *, source: str) -> None:
         self._tokenizer = tokenizer
-        self._template = _compile(template)
+        self._template = _compile(template, source)
         self._special = dict(special)
         self.source = source
         """The directory this was loaded from (for messages)."""
@@ -165,7 +165,7 @@ class ChatTokenizer:
         return str(self._tokenizer.id_to_token(token_id))
 
 
-def _compile(template: str) -> Any:
+def _compile(template: str, source: str) -> Any:
     """transformers' chat-template environment (utils/chat_template_utils.py), minus its tracker."""
     import jinja2
     import jinja2.ext
@@ -198,7 +198,7 @@ def _compile(template: str) -> Any:
         return env.from_string(template)
     except jinja2.TemplateSyntaxError as error:
         raise TokenizerLoadError(
-            f"the chat template does not compile: line {error.lineno}: {error.message}"
+            f"{source}: the chat template does not compile: line {error.lineno}: {error.message}"
         ) from None
 
 
