@@ -311,7 +311,7 @@ def request_bodies(mode: Mode) -> tuple[bytes, str, bytes]:
     from ng_cli.conversion import to_chat_request
     from ng_cli.protocol.responses import ResponsesRequest
 
-    responses = long_history_request() if mode.long_history else {
+    responses = long_history_request()[1] if mode.long_history else {
         "instructions": "You answer weather questions.",
         "input": [{"role": "user", "content": "What is the weather in Paris today? " * 20}],
         "max_output_tokens": 512,
@@ -334,8 +334,8 @@ def request_bodies(mode: Mode) -> tuple[bytes, str, bytes]:
     return orjson.dumps(responses), "/v1/completions", orjson.dumps(body)
 
 
-def long_history_request() -> dict[str, Any]:
-    """A second turn whose first turn's prompt has HISTORY_TOKENS+ ids, carrying that turn's exact ids."""
+def long_history_request() -> tuple[dict[str, Any], dict[str, Any]]:
+    """(a first turn whose prompt has HISTORY_TOKENS+ ids, the second turn carrying that turn's exact ids)."""
     from ng_cli.conversion import to_chat_request
     from ng_cli.protocol.responses import ResponsesRequest
     from ng_cli.tokens.chat_template import ChatTokenizer
@@ -363,7 +363,8 @@ def long_history_request() -> dict[str, Any]:
     }  # fmt: skip
     result = '{"city": "Paris", "condition": "sunny", "temperature": 21, "unit": "celsius"}'
     output = {"type": "function_call_output", "call_id": "call_1", "output": result}
-    return {**first, "input": [*first["input"], call, output], "max_output_tokens": 512, "temperature": 1.0}
+    second = {**first, "input": [*first["input"], call, output], "max_output_tokens": 512, "temperature": 1.0}
+    return first, second
 
 
 async def measure_mode(
@@ -384,6 +385,8 @@ async def measure_mode(
         proxied = (f"{model_url}/v1/responses", responses_body, headers)
         samples: list[Sample] = []
         cpu_per_call: dict[str, float] = {}
+        if spec.long_history:  # the rollout's first turn, through the same server as in a real rollout
+            await Caller(http, proxied[0], orjson.dumps(long_history_request()[0]), headers).call()
         for path, (url, body, hdrs) in (("direct", direct), ("vllm_model", proxied)):
             warm = Caller(http, url, body, hdrs)
             await run_sequential(warm, WARMUP_CALLS)
