@@ -102,7 +102,8 @@ def build_prompt(
     texts: PromptTexts | None = None,
 ) -> SplicedPrompt:
     """The prompt ids for `messages` (chat messages; an assistant message may carry token ids)."""
-    texts = texts or PromptTexts(max_entries=0)
+    if texts is None:
+        texts = PromptTexts(max_entries=0)
     last = _last_with_ids(messages)
     clean = [_without_token_fields(message) for message in messages]
     rendered = tokenizer.render(clean, tools=tools, template_kwargs=template_kwargs)
@@ -139,9 +140,10 @@ def build_prompt(
     if tokenizer.end_of_turn_strips_right:
         tail = tail.lstrip()
     closing = [] if closes else [eot]
-    return SplicedPrompt(
-        prompt + generation + closing + tokenizer.encode(tail), reused=len(prompt) + len(generation)
-    )
+    ids = prompt + generation + closing + tokenizer.encode(tail)
+    if texts.max_entries:  # the next turn checks its earlier messages against this prompt's text
+        texts.remember(ids, previous_text + tokenizer.decode(generation + closing) + tail)
+    return SplicedPrompt(ids, reused=len(prompt) + len(generation))
 
 
 def _last_with_ids(messages: Sequence[Mapping[str, Any]]) -> int | None:

@@ -192,3 +192,21 @@ def test_remembered_prompt_texts_give_the_same_prompts_and_refusals(tiny: ChatTo
     messages[1] = {"role": "user", "content": "What is the weather in Rome?"}
     with pytest.raises(HistoryRewrittenError, match=r"messages\[1\]"):
         build_prompt(tiny, messages, tools=TOOLS, texts=texts)
+
+
+def test_a_spliced_prompt_is_remembered_for_the_turn_after(tiny: ChatTokenizer) -> None:
+    texts = PromptTexts()
+    first = build_prompt(tiny, FIRST, tools=TOOLS, texts=texts)
+    second = build_prompt(tiny, tool_call_turn(tiny, first), tools=TOOLS, texts=texts)
+    remembered = texts.text_of(second.token_ids, tiny)
+    assert remembered == tiny.decode(second.token_ids)
+    texts.remember([1, 2, 3], "sentinel")  # a lookup, not a decoding
+    assert texts.text_of([1, 2, 3], tiny) == "sentinel"
+
+
+def test_remembered_texts_are_bounded() -> None:
+    texts = PromptTexts(max_entries=2)
+    for n in range(3):
+        texts.remember([n], str(n))
+    assert len(texts._texts) == 2
+    assert list(texts._texts.values()) == ["1", "2"]
