@@ -9,7 +9,14 @@ For each mode (plain; token ids with a 256-token generation and a 1,024-token pr
 and p99 latency, the difference (the added latency), and vllm_model's CPU seconds per call read
 from /proc/<pid>/stat. Results: a rich table and bench/results/proxy_overhead.json.
 
+The two "4k history" modes send the same second turn, whose first turn's prompt was 4,096+
+tokens (the embedded model's tokenizer and template, models/tiny-weather), carrying that turn's
+exact ids: "token ids" forwards it to the chat endpoint as usual; "token exact" (`token_exact:
+true`) renders it, splices the previous ids and sends the ids to `/v1/completions`. Their added
+p50 latencies, each against a direct call with the body vllm_model sends, show what splicing costs.
+
     .venv/bin/python bench/proxy_overhead.py [--sequential 1000] [--concurrency 64] [--concurrent-calls 2000]
+        [--modes plain,token-ids,token-ids-4k,token-exact-4k]
 """
 
 from __future__ import annotations
@@ -44,6 +51,37 @@ MODEL = "bench-model"
 API_KEY = "bench-key"
 PROMPT_TOKENS = 1024
 GENERATED_TOKENS = 256
+HISTORY_TOKENS = 4096
+TOKENIZER_DIR = ROOT / "models" / "tiny-weather"
+TOOL_CALL_TEXT = '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>'
+
+
+@dataclass(frozen=True)
+class Mode:
+    """One way of calling vllm_model: its config switches and whether the input has a 4k history."""
+
+    key: str
+    title: str
+    with_token_ids: bool
+    token_exact: bool = False
+    long_history: bool = False
+
+
+MODES = {
+    mode.key: mode
+    for mode in (
+        Mode("plain", "plain", with_token_ids=False),
+        Mode("token-ids", "token ids", with_token_ids=True),
+        Mode("token-ids-4k", "token ids, 4k history", with_token_ids=True, long_history=True),
+        Mode(
+            "token-exact-4k",
+            "token exact, 4k history",
+            with_token_ids=True,
+            token_exact=True,
+            long_history=True,
+        ),
+    )
+}
 WARMUP_CALLS = 100
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
@@ -87,14 +125,38 @@ def _canned_completion(with_token_ids: bool) -> bytes:
     return orjson.dumps(completion)
 
 
+def _canned_text_completion() -> bytes:
+    """vLLM's `/v1/completions` answer to a token prompt (no prompt echo: the prompt varies)."""
+    ids = [1000 + i for i in range(GENERATED_TOKENS)]
+    choice = {
+        "index": 0,
+        "text": "The weather in Paris is sunny. " * 8,
+        "finish_reason": "stop",
+        "token_ids": ids,
+        "logprobs": {"tokens": [f"token_id:{i}" for i in ids], "token_logprobs": [-0.5] * len(ids)},
+    }
+    usage = {
+        "prompt_tokens": HISTORY_TOKENS,
+        "completion_tokens": len(ids),
+        "total_tokens": HISTORY_TOKENS + len(ids),
+    }
+    return orjson.dumps(
+        {"id": "cmpl-bench", "object": "text_completion", "model": MODEL, "choices": [choice], "usage": usage}
+    )
+
+
 def serve_upstream(sock: socket.socket) -> None:
     from aiohttp import web
 
-    plain, with_ids = _canned_completion(False), _canned_completion(True)
+    plain, with_ids, text = _canned_completion(False), _canned_completion(True), _canned_text_completion()
 
     async def chat(request: web.Request) -> web.Response:
         body = orjson.loads(await request.read())
         return web.Response(body=with_ids if body.get("logprobs") else plain, content_type="application/json")
+
+    async def completions(request: web.Request) -> web.Response:
+        await request.read()
+        return web.Response(body=text, content_type="application/json")
 
     async def models(request: web.Request) -> web.Response:
         return web.json_response({"object": "list", "data": [{"id": MODEL, "object": "model"}]})
@@ -104,6 +166,7 @@ def serve_upstream(sock: socket.socket) -> None:
 
     app = web.Application()
     app.router.add_post("/v1/chat/completions", chat)
+    app.router.add_post("/v1/completions", completions)
     app.router.add_get("/v1/models", models)
     app.router.add_get("/health", health)
     web.run_app(app, sock=sock, print=None, access_log=None)
@@ -126,7 +189,7 @@ def start_upstream() -> tuple[subprocess.Popen[bytes], str]:
     return process, f"http://127.0.0.1:{port}"
 
 
-def start_model(upstream: str, *, with_token_ids: bool, workdir: Path) -> tuple[subprocess.Popen[bytes], str]:
+def start_model(upstream: str, *, mode: Mode, workdir: Path) -> tuple[subprocess.Popen[bytes], str]:
     port = _free_port()
     spec = ServerSpec(
         name="policy_model",
@@ -137,8 +200,10 @@ def start_model(upstream: str, *, with_token_ids: bool, workdir: Path) -> tuple[
             "base_url": f"{upstream}/v1",
             "api_key": API_KEY,
             "model": MODEL,
-            "return_token_id_information": with_token_ids,
+            "return_token_id_information": mode.with_token_ids,
             "uses_reasoning_parser": False,
+            "token_exact": mode.token_exact,
+            "tokenizer_path": str(TOKENIZER_DIR),
         },
         port=port,
         session_secret="bench-secret",
@@ -241,45 +306,87 @@ def summarize(path: str, mode: str, pattern: str, latencies: list[float], wall_s
     )
 
 
-def request_bodies(with_token_ids: bool) -> tuple[bytes, bytes]:
-    """(the Responses body sent to vllm_model, the chat body it turns into, sent directly)."""
+def request_bodies(mode: Mode) -> tuple[bytes, str, bytes]:
+    """(the Responses body sent to vllm_model, the upstream path and body it turns into, sent directly)."""
     from ng_cli.conversion import to_chat_request
     from ng_cli.protocol.responses import ResponsesRequest
 
-    responses = {
+    responses = long_history_request()[1] if mode.long_history else {
         "instructions": "You answer weather questions.",
         "input": [{"role": "user", "content": "What is the weather in Paris today? " * 20}],
         "max_output_tokens": 512,
         "temperature": 1.0,
-    }
+    }  # fmt: skip
     chat = to_chat_request(
-        ResponsesRequest.model_validate(responses), model=MODEL, wants_token_ids=with_token_ids
+        ResponsesRequest.model_validate(responses),
+        model=MODEL,
+        wants_token_ids=mode.with_token_ids,
+        keeps_token_ids=mode.with_token_ids,
     )
-    return orjson.dumps(responses), orjson.dumps(chat)
+    if not mode.token_exact:
+        return orjson.dumps(responses), "/v1/chat/completions", orjson.dumps(chat)
+    from ng_cli.tokens.chat_template import ChatTokenizer
+    from ng_cli.tokens.splice import build_prompt
+    from ng_cli.upstream.token_exact import completion_body
+
+    prompt = build_prompt(ChatTokenizer.load(TOKENIZER_DIR), chat["messages"], tools=chat.get("tools"))
+    body = completion_body(chat, prompt.token_ids, keeps_special_tokens=True)
+    return orjson.dumps(responses), "/v1/completions", orjson.dumps(body)
+
+
+def long_history_request() -> tuple[dict[str, Any], dict[str, Any]]:
+    """(a first turn whose prompt has HISTORY_TOKENS+ ids, the second turn carrying that turn's exact ids)."""
+    from ng_cli.conversion import to_chat_request
+    from ng_cli.protocol.responses import ResponsesRequest
+    from ng_cli.tokens.chat_template import ChatTokenizer
+    from ng_cli.tokens.splice import build_prompt
+
+    tokenizer = ChatTokenizer.load(TOKENIZER_DIR)
+    sentence = "What is the weather in Paris today? "
+    repeats = HISTORY_TOKENS // len(tokenizer.encode(sentence)) + 1
+    tool = {
+        "type": "function",
+        "name": "get_weather",
+        "parameters": {"type": "object", "properties": {"city": {"type": "string"}}},
+    }
+    first = {
+        "instructions": "You answer weather questions.",
+        "input": [{"role": "user", "content": sentence * repeats}],
+        "tools": [tool],
+    }
+    chat = to_chat_request(ResponsesRequest.model_validate(first), model=MODEL, wants_token_ids=False)
+    prompt = build_prompt(tokenizer, chat["messages"], tools=chat["tools"]).token_ids
+    generation = [*tokenizer.encode(TOOL_CALL_TEXT), tokenizer.end_of_turn_id]
+    call = {
+        "type": "function_call", "call_id": "call_1", "name": "get_weather", "arguments": '{"city": "Paris"}',
+        "prompt_token_ids": prompt, "generation_token_ids": generation, "generation_log_probs": [-0.5] * len(generation),
+    }  # fmt: skip
+    result = '{"city": "Paris", "condition": "sunny", "temperature": 21, "unit": "celsius"}'
+    output = {"type": "function_call_output", "call_id": "call_1", "output": result}
+    second = {**first, "input": [*first["input"], call, output], "max_output_tokens": 512, "temperature": 1.0}
+    return first, second
 
 
 async def measure_mode(
     http: aiohttp.ClientSession,
     upstream: str,
     *,
-    with_token_ids: bool,
+    spec: Mode,
     args: argparse.Namespace,
     workdir: Path,
 ) -> tuple[list[Sample], dict[str, float]]:
-    mode = "token ids" if with_token_ids else "plain"
-    process, model_url = start_model(upstream, with_token_ids=with_token_ids, workdir=workdir)
+    mode = spec.title
+    process, model_url = start_model(upstream, mode=spec, workdir=workdir)
     try:
         await wait_ready(http, model_url, process)
-        responses_body, chat_body = request_bodies(with_token_ids)
+        responses_body, direct_path, direct_body = request_bodies(spec)
         headers = {"Content-Type": "application/json"}
-        direct = (
-            f"{upstream}/v1/chat/completions",
-            chat_body,
-            {**headers, "Authorization": f"Bearer {API_KEY}"},
-        )
+        direct = (f"{upstream}{direct_path}", direct_body, {**headers, "Authorization": f"Bearer {API_KEY}"})
         proxied = (f"{model_url}/v1/responses", responses_body, headers)
         samples: list[Sample] = []
         cpu_per_call: dict[str, float] = {}
+        if spec.long_history:  # the rollout's first turn, through the same server as in a real rollout
+            await Caller(http, proxied[0], orjson.dumps(long_history_request()[0]), headers).call()
         for path, (url, body, hdrs) in (("direct", direct), ("vllm_model", proxied)):
             warm = Caller(http, url, body, hdrs)
             await run_sequential(warm, WARMUP_CALLS)
@@ -351,12 +458,13 @@ async def main_async(args: argparse.Namespace) -> None:
         async with aiohttp.ClientSession(connector=connector, cookie_jar=aiohttp.DummyCookieJar()) as http:
             await wait_ready(http, upstream, upstream_process)
             with tempfile.TemporaryDirectory(prefix="ng-bench-") as workdir:
-                for with_token_ids in (False, True):
+                for key in args.modes.split(","):
+                    spec = MODES[key]
                     mode_samples, mode_cpu = await measure_mode(
-                        http, upstream, with_token_ids=with_token_ids, args=args, workdir=Path(workdir)
+                        http, upstream, spec=spec, args=args, workdir=Path(workdir)
                     )
                     samples += mode_samples
-                    cpu["token ids" if with_token_ids else "plain"] = mode_cpu
+                    cpu[spec.title] = mode_cpu
     finally:
         upstream_process.terminate()
         upstream_process.wait(timeout=10)
@@ -372,7 +480,12 @@ def write_results(samples: list[Sample], cpu: dict[str, dict[str, float]], args:
             "python": platform.python_version(),
             "platform": platform.platform(),
         },
-        "settings": {**vars(args), "prompt_tokens": PROMPT_TOKENS, "generated_tokens": GENERATED_TOKENS},
+        "settings": {
+            **vars(args),
+            "prompt_tokens": PROMPT_TOKENS,
+            "generated_tokens": GENERATED_TOKENS,
+            "history_tokens": HISTORY_TOKENS,
+        },
         "samples": [asdict(sample) for sample in samples],
         "added_latency_ms": {mode: {p: added(samples, mode, p) for p in patterns} for mode in cpu},
         "vllm_model_cpu_ms_per_call": {
@@ -389,8 +502,12 @@ def main() -> None:
     parser.add_argument("--sequential", type=int, default=1000, help="sequential calls per path")
     parser.add_argument("--concurrency", type=int, default=64, help="concurrent callers")
     parser.add_argument("--concurrent-calls", type=int, default=2000, help="calls in the concurrent run")
+    parser.add_argument("--modes", default=",".join(MODES), help=f"comma-separated, of {', '.join(MODES)}")
     parser.add_argument("--serve-upstream", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    unknown = [key for key in args.modes.split(",") if key not in MODES]
+    if unknown:
+        parser.error(f"--modes: unknown {unknown}; choose from {', '.join(MODES)}")
     if args.serve_upstream:
         sock = socket.socket()
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)

@@ -6,6 +6,9 @@
     /v1/chat/completions  body + config (model, extra_body, chat_template_kwargs, token-id
                           switches) -> POST <base>/chat/completions -> vLLM's answer
 
+With `token_exact`, /v1/responses sends the chat body's prompt as spliced token ids to
+`<base>/completions` instead (`token_exact.TokenExactChat`); the rest is the same.
+
 A context overflow (vLLM's 400 "maximum context length ...") becomes the seed's empty answer,
 marked incomplete and counted in `ng_model_context_overflows_total`. Every other error keeps
 its type and travels to the error handlers.
@@ -30,6 +33,7 @@ from ng_cli.tokens.contract import TokenContractError, extract_token_info, needs
 from ng_cli.upstream.client import UpstreamClient
 from ng_cli.upstream.config import VllmModelConfig
 from ng_cli.upstream.metrics import UpstreamMetrics
+from ng_cli.upstream.token_exact import TokenExactChat
 
 __all__ = ["VllmChat"]
 
@@ -55,10 +59,18 @@ _RENDERING_FIELDS = (
 class VllmChat:
     """The two routes of vllm_model over an `UpstreamClient`."""
 
-    def __init__(self, config: VllmModelConfig, client: UpstreamClient, metrics: UpstreamMetrics) -> None:
+    def __init__(
+        self,
+        config: VllmModelConfig,
+        client: UpstreamClient,
+        metrics: UpstreamMetrics,
+        *,
+        token_exact: TokenExactChat | None = None,
+    ) -> None:
         self.config = config
         self.client = client
         self.metrics = metrics
+        self.token_exact = token_exact
         self.wants_token_ids = config.return_token_id_information
         asks_engine = config.request_prompt_and_generation_token_ids
         self.uses_tokenize_only = (
@@ -85,7 +97,10 @@ class VllmChat:
             chat.pop("return_token_ids", None)
         chat.update(config.sampling_overrides or {})
         try:
-            completion = await self.client.post("/chat/completions", chat, session_id=session_id)
+            if self.token_exact is not None:
+                completion = await self.token_exact.complete(chat, session_id=session_id)
+            else:
+                completion = await self.client.post("/chat/completions", chat, session_id=session_id)
         except ContextOverflowError as error:
             self.metrics.context_overflows.inc()
             return empty_overflow_response(request, model=config.model, message=error.message)

@@ -10,11 +10,14 @@ from typing import Any, TypeVar
 
 from fastapi import FastAPI, Request
 
-from ng_cli.errors import NgError, UpstreamTimeoutError
+from ng_cli.conversion.tool_calls import TOOL_CALL_PARSERS
+from ng_cli.errors import ConfigError, NgError, UpstreamTimeoutError
 from ng_cli.servers import JSONResponse, ModelServer, read_generation_request, session_id
+from ng_cli.tokens.chat_template import ChatTokenizer
 from ng_cli.upstream.config import VllmModelConfig
 from ng_cli.upstream.metrics import install_metrics_route
 from ng_cli.upstream.runtime import Upstream
+from ng_cli.upstream.token_exact import TokenExactChat
 from ng_cli.upstream.vllm import VllmChat
 
 __all__ = ["VllmModelServer"]
@@ -28,7 +31,21 @@ class VllmModelServer(ModelServer[C]):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.upstream = Upstream(self.upstream_config(), self.http, server=self.name)
-        self.vllm = VllmChat(self.upstream.config, self.upstream.client, self.upstream.metrics)  # type: ignore[arg-type]
+        config: VllmModelConfig = self.upstream.config  # type: ignore[assignment]
+        self.vllm = VllmChat(
+            config, self.upstream.client, self.upstream.metrics, token_exact=self._token_exact(config)
+        )
+
+    def _token_exact(self, config: VllmModelConfig) -> TokenExactChat | None:
+        """The tokenizer and parser of `token_exact`, loaded once at start (None when it is off)."""
+        directory = config.tokenizer_dir()
+        if not config.wants_token_exact() or directory is None:
+            return None
+        try:
+            tokenizer = ChatTokenizer.load(directory)
+        except NgError as error:
+            raise ConfigError(f"'{self.name}': token_exact: {error.message}", hint=error.hint) from None
+        return TokenExactChat(tokenizer, TOOL_CALL_PARSERS[config.tool_call_parser], self.upstream.client)
 
     def upstream_config(self) -> VllmModelConfig:
         """The config the upstream calls run with (a subclass may adjust its budgets)."""
