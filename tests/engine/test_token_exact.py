@@ -26,7 +26,7 @@ import pytest
 from typer.testing import CliRunner
 
 from ng_cli.commands.check_tokens import app as check_tokens_app
-from ng_cli.engines.local_vllm import VllmServer, build_tiny_model, is_vllm_env_ready, vllm_venv_dir
+from ng_cli.engines.local_vllm import VllmServer, build_tiny_model
 from ng_cli.tokens.chat_template import ChatTokenizer
 from ng_cli.tokens.drift import DriftReport, check_file
 from tests.engine.test_vllm_model_engine import serve_model
@@ -37,15 +37,6 @@ ROLLOUTS = int(os.environ.get("NG_TOKEN_EXACT_ROLLOUTS", "200"))
 CITY = "(Paris|London|Tokyo|Berlin)"
 TOOL_CALL = rf'<tool_call>\n\{{"name": "get_weather", "arguments": \{{"city": "{CITY}"\}}\}}\n</tool_call>'
 ANSWER = rf"It is (sunny|cloudy|rainy) in {CITY}, [0-9]{{1,2}} degrees\."
-
-
-def engine_or_skip() -> None:
-    if is_vllm_env_ready():
-        return
-    reason = f"the CPU vLLM env is not built at {vllm_venv_dir()}; run: bash scripts/build_vllm_cpu_env.sh"
-    if os.environ.get("NG_REQUIRE_ENGINE", "").strip().lower() not in ("", "0", "false", "no"):
-        pytest.fail(f"NG_REQUIRE_ENGINE is set and {reason}", pytrace=False)
-    pytest.skip(reason)
 
 
 @dataclass(frozen=True)
@@ -71,8 +62,7 @@ def turn_extras(index: int, turn: int) -> dict[str, Any]:
 
 
 @pytest.fixture(scope="module")
-def collected(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Collected]:
-    engine_or_skip()
+def collected(vllm_env: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Collected]:
     tmp = tmp_path_factory.mktemp("token-exact")
     model_dir = build_tiny_model(Path.home() / ".cache" / "ng_cli" / "tiny-model")
     with VllmServer.start(

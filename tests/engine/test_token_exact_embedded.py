@@ -21,7 +21,6 @@ import pytest
 from ng_cli.engines.local_vllm import VllmServer
 from ng_cli.tokens.chat_template import ChatTokenizer
 from ng_cli.tokens.drift import DriftReport, check_file
-from tests.engine.test_token_exact import engine_or_skip
 from tests.engine.test_vllm_model_engine import serve_model
 from tests.fixtures.tokens.engine_checks import generated_texts, parser_mismatches, tail_mismatches
 from tests.fixtures.tokens.rollouts import run_rollouts, write_rollouts
@@ -33,9 +32,9 @@ ROLLOUTS = int(os.environ.get("NG_TOKEN_EXACT_ROLLOUTS", "200"))
 
 @pytest.fixture(scope="module")
 def collected(
+    vllm_env: None,
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[tuple[VllmServer, dict[bool, tuple[list[dict[str, Any]], DriftReport]]]]:
-    engine_or_skip()
     tmp = tmp_path_factory.mktemp("token-exact-embedded")
     with VllmServer.start(
         MODEL_DIR, api_key=secrets.token_urlsafe(16), served_model_name="tiny-weather", log_dir=tmp
