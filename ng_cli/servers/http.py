@@ -27,6 +27,7 @@ from ng_cli.errors import (
     UpstreamUnavailableError,
 )
 from ng_cli.servers.deadline import DEADLINE_HEADER, remaining_s
+from ng_cli.servers.sse import iter_sse_json
 
 __all__ = ["HttpClient", "RetryPolicy", "Timeouts", "is_retryable"]
 
@@ -179,6 +180,42 @@ class HttpClient:
             raise InvalidOutputError(
                 f"{method} {url} answered with a body that is not JSON: {_short(body.decode('utf-8', 'replace'))}"
             ) from exc
+
+    @asynccontextmanager
+    async def stream_json(
+        self,
+        url: str,
+        payload: Any,
+        *,
+        headers: Mapping[str, str] | None = None,
+        timeouts: Timeouts | None = None,
+    ) -> AsyncIterator[AsyncIterator[dict[str, Any]]]:
+        """POST and read the answer as server-sent events: the JSON object of each `data:` line.
+
+        Errors before and during the stream are the UpstreamError tree, as for `request_json`;
+        an error status is raised before anything is yielded. Leaving the block early (the
+        caller's client went away) closes the connection, which is how vLLM learns to abort.
+        """
+        timeouts = timeouts or self.timeouts
+        all_headers = {**_JSON_HEADERS, "Accept": "text/event-stream", **(headers or {})}
+        left = remaining_s()
+        if left is not None:
+            if left <= 0:
+                raise UpstreamTimeoutError(
+                    f"POST {url} not sent: the caller's deadline has passed", endpoint=url
+                )
+            timeouts = timeouts.capped(left)
+            all_headers[DEADLINE_HEADER] = f"{left:.3f}"
+        async with (
+            self._translated_errors(url, timeouts),
+            self.session.post(
+                url, data=orjson.dumps(payload), headers=all_headers, timeout=timeouts.to_aiohttp()
+            ) as response,
+        ):
+            if response.status >= 400:
+                body = await response.read()
+                raise _http_error("POST", url, response.status, body.decode("utf-8", "replace"))
+            yield iter_sse_json(response.content)
 
     async def post_json(self, url: str, payload: Any, **kwargs: Any) -> Any:
         return await self.request_json("POST", url, json=payload, **kwargs)

@@ -6,16 +6,20 @@ explained; routes, conversion, token ids, routing, failover and metrics are thes
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any, TypeVar
 
 from fastapi import FastAPI, Request
+from fastapi.responses import Response
 
 from ng_cli.errors import NgError, UpstreamTimeoutError
 from ng_cli.servers import JSONResponse, ModelServer, read_generation_request, session_id
+from ng_cli.servers.app import event_stream
 from ng_cli.upstream.config import VllmModelConfig
 from ng_cli.upstream.metrics import install_metrics_route
 from ng_cli.upstream.runtime import Upstream
 from ng_cli.upstream.vllm import VllmChat
+from ng_cli.upstream.vllm_stream import VllmStreams
 
 __all__ = ["VllmModelServer"]
 
@@ -23,12 +27,14 @@ C = TypeVar("C", bound=VllmModelConfig)
 
 
 class VllmModelServer(ModelServer[C]):
-    """`POST /v1/responses`, `POST /v1/chat/completions`, `GET /metrics` over vLLM endpoints."""
+    """`POST /v1/responses`, `POST /v1/chat/completions` (each with `stream: true` too),
+    `GET /metrics` over vLLM endpoints."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.upstream = Upstream(self.upstream_config(), self.http, server=self.name)
         self.vllm = VllmChat(self.upstream.config, self.upstream.client, self.upstream.metrics)  # type: ignore[arg-type]
+        self.streams = VllmStreams(self.vllm)
 
     def upstream_config(self) -> VllmModelConfig:
         """The config the upstream calls run with (a subclass may adjust its budgets)."""
@@ -46,19 +52,31 @@ class VllmModelServer(ModelServer[C]):
 
     def setup_routes(self, app: FastAPI) -> None:
         @app.post("/v1/responses")
-        async def responses(request: Request) -> JSONResponse:
+        async def responses(request: Request) -> Response:
             body = await read_generation_request(request)
+            session = session_id(request)
             try:
-                return JSONResponse(await self.vllm.respond(body, session_id=session_id(request)))
+                if body.get("stream"):
+                    return event_stream(await self.streams.open_responses(body, session_id=session))
+                return JSONResponse(await self.vllm.respond(body, session_id=session))
             except UpstreamTimeoutError as error:
                 raise self.timeout_error(error) from error
+            except asyncio.CancelledError:
+                self.upstream.metrics.aborted.inc()  # the client went away; vLLM was told by the closed connection
+                raise
 
         @app.post("/v1/chat/completions")
-        async def chat_completions(request: Request) -> JSONResponse:
+        async def chat_completions(request: Request) -> Response:
             body = await read_generation_request(request)
+            session = session_id(request)
             try:
-                return JSONResponse(await self.vllm.chat(body, session_id=session_id(request)))
+                if body.get("stream"):
+                    return event_stream(await self.streams.open_chat(body, session_id=session))
+                return JSONResponse(await self.vllm.chat(body, session_id=session))
             except UpstreamTimeoutError as error:
                 raise self.timeout_error(error) from error
+            except asyncio.CancelledError:
+                self.upstream.metrics.aborted.inc()  # the client went away; vLLM was told by the closed connection
+                raise
 
         install_metrics_route(app, self.upstream.metrics)
