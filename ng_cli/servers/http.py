@@ -206,16 +206,23 @@ class HttpClient:
                 )
             timeouts = timeouts.capped(left)
             all_headers[DEADLINE_HEADER] = f"{left:.3f}"
-        async with (
-            self._translated_errors(url, timeouts),
-            self.session.post(
+        async with self._translated_errors(url, timeouts):
+            response = await self.session.post(
                 url, data=orjson.dumps(payload), headers=all_headers, timeout=timeouts.to_aiohttp()
-            ) as response,
-        ):
+            )
+        try:
             if response.status >= 400:
-                body = await response.read()
+                async with self._translated_errors(url, timeouts):
+                    body = await response.read()
                 raise _http_error("POST", url, response.status, body.decode("utf-8", "replace"))
-            yield iter_sse_json(response.content)
+            yield self._translated_events(iter_sse_json(response.content), url, timeouts)
+        finally:
+            # Read to the end: the connection goes back to the pool. Left early (the caller's
+            # client went away, or the stream broke): closed, so the server stops generating.
+            if response.content.at_eof():
+                response.release()
+            else:
+                response.close()
 
     async def post_json(self, url: str, payload: Any, **kwargs: Any) -> Any:
         return await self.request_json("POST", url, json=payload, **kwargs)
@@ -237,6 +244,14 @@ class HttpClient:
                     raise  # the caller would be gone before the retry answers
                 await asyncio.sleep(delay_s)
         raise AssertionError("RetryPolicy.max_attempts must be >= 1")
+
+    async def _translated_events(
+        self, events: AsyncIterator[dict[str, Any]], url: str, timeouts: Timeouts
+    ) -> AsyncIterator[dict[str, Any]]:
+        """The events, with a failure while reading them (connection cut, read timeout) typed."""
+        async with self._translated_errors(url, timeouts):
+            async for event in events:
+                yield event
 
     @asynccontextmanager
     async def _translated_errors(self, url: str, timeouts: Timeouts) -> AsyncIterator[None]:
