@@ -7,12 +7,13 @@ explained; routes, conversion, token ids, routing, failover and metrics are thes
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import Any, TypeVar
 
 from fastapi import FastAPI, Request
 from fastapi.responses import Response
 
-from ng_cli.errors import NgError, UpstreamTimeoutError
+from ng_cli.errors import NgError, NotFoundError, UpstreamTimeoutError
 from ng_cli.servers import JSONResponse, ModelServer, read_generation_request, session_id
 from ng_cli.servers.app import event_stream
 from ng_cli.upstream.config import VllmModelConfig
@@ -35,6 +36,7 @@ class VllmModelServer(ModelServer[C]):
         self.upstream = Upstream(self.upstream_config(), self.http, server=self.name)
         self.vllm = VllmChat(self.upstream.config, self.upstream.client, self.upstream.metrics)  # type: ignore[arg-type]
         self.streams = VllmStreams(self.vllm)
+        self.started_at = int(time.time())
 
     def upstream_config(self) -> VllmModelConfig:
         """The config the upstream calls run with (a subclass may adjust its budgets)."""
@@ -79,4 +81,21 @@ class VllmModelServer(ModelServer[C]):
                 self.upstream.metrics.aborted.inc()  # the client went away; vLLM was told by the closed connection
                 raise
 
+        @app.get("/v1/models")
+        async def models() -> JSONResponse:
+            return JSONResponse({"object": "list", "data": [self._model_card()]})
+
+        @app.get("/v1/models/{model_id:path}")
+        async def model(model_id: str) -> JSONResponse:
+            if model_id != self.config.model:
+                raise NotFoundError(
+                    f"The model {model_id!r} does not exist on this server; it serves {self.config.model!r}",
+                    param="model",
+                )
+            return JSONResponse(self._model_card())
+
         install_metrics_route(app, self.upstream.metrics)
+
+    def _model_card(self) -> dict[str, Any]:
+        """The OpenAI `Model` object of the one model this server serves (what SDKs list)."""
+        return {"id": self.config.model, "object": "model", "created": self.started_at, "owned_by": "ng_cli"}
