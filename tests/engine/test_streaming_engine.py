@@ -98,10 +98,13 @@ async def wait_until_idle(engine: VllmServer, *, within_s: float) -> float:
     return time.monotonic() - started
 
 
-async def wait_until_running(engine: VllmServer) -> None:
+async def wait_until_running(engine: VllmServer, call: asyncio.Task[Any]) -> None:
     for _ in range(600):
         if await engine_running(engine) > 0:
             return
+        if call.done():
+            answer = call.result()
+            pytest.fail(f"the call ended before the engine ran it: {answer.status} {await answer.text()}")
         await asyncio.sleep(0.05)
     pytest.fail("the engine never started the request")
 
@@ -205,7 +208,7 @@ async def test_a_client_that_disconnects_stops_the_engine(vllm_engine: VllmServe
             call = asyncio.create_task(
                 http.post(f"{url}/v1/responses", data=body, headers={"Content-Type": "application/json"})
             )
-            await wait_until_running(vllm_engine)
+            await wait_until_running(vllm_engine, call)
             await asyncio.sleep(0.5)
             call.cancel()  # aiohttp closes the connection: the client is gone
             with pytest.raises(asyncio.CancelledError):
