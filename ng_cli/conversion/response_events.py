@@ -152,20 +152,18 @@ class ResponseEvents:
             }
             self.reasoning = self._add(item, events)
         reasoning = self.reasoning
-        if starts_block or not reasoning.parts:
-            if starts_block and reasoning.parts and not "".join(reasoning.parts[-1]):
-                pass  # an empty block so far: keep writing into it
-            else:
-                reasoning.parts.append([])
-                events.append(
-                    self._event(
-                        "response.reasoning_summary_part.added",
-                        item_id=reasoning.item["id"],
-                        output_index=reasoning.index,
-                        summary_index=len(reasoning.parts) - 1,
-                        part={"type": "summary_text", "text": ""},
-                    )
+        opens_part = not reasoning.parts or (starts_block and "".join(reasoning.parts[-1]) != "")
+        if opens_part:  # a new block gets its own summary part (an empty last one is reused)
+            reasoning.parts.append([])
+            events.append(
+                self._event(
+                    "response.reasoning_summary_part.added",
+                    item_id=reasoning.item["id"],
+                    output_index=reasoning.index,
+                    summary_index=len(reasoning.parts) - 1,
+                    part={"type": "summary_text", "text": ""},
                 )
+            )
         reasoning.parts[-1].append(text)
         events.append(
             self._event(

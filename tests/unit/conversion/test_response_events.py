@@ -120,3 +120,22 @@ def test_the_accumulated_completion_carries_token_ids_and_usage() -> None:
     assert completion["choices"][0]["token_ids"] == [5]
     assert completion["choices"][0]["message"]["content"] == "ab"
     assert completion["usage"]["completion_tokens"] == 1
+
+
+def test_two_think_blocks_are_two_summary_parts_of_one_item() -> None:
+    events = _stream([{"content": "<think>a</think><th"}, {"content": "ink>b</think>done"}], parser=True)
+    parts = [e["summary_index"] for e in events if e["type"] == "response.reasoning_summary_part.added"]
+    assert parts == [0, 1]
+    (reasoning, message) = events[-1]["response"]["output"]
+    assert [part["text"] for part in reasoning["summary"]] == ["a", "b"]
+    assert message["content"][0]["text"] == "done"
+
+
+def test_vllms_parsed_reasoning_field_streams_as_reasoning() -> None:
+    events = _stream([{"reasoning": "let me see"}, {"content": "42"}], parser=True)
+    deltas = {e["type"]: e["delta"] for e in events if e["type"].endswith(".delta")}
+    assert deltas == {
+        "response.reasoning_summary_text.delta": "let me see",
+        "response.output_text.delta": "42",
+    }
+    assert [item["type"] for item in events[-1]["response"]["output"]] == ["reasoning", "message"]
