@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+import threading
 import urllib.request
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
@@ -129,3 +130,49 @@ def _metric(url: str, pattern: str) -> float:
         text = answer.read().decode()
     match = re.search(rf"^{pattern} ([0-9.e+]+)$", text, re.MULTILINE)
     return float(match[1]) if match else 0.0
+
+
+async def test_a_cancelled_run_cancels_its_tool_call() -> None:
+    """The model asks for a tool that takes 30 s; the client gives up during it: the tool's
+    handler on the resources server is cancelled (the abort reaches it through the agent)."""
+    from ng_cli.config.schema import ResourcesServerConfig
+    from ng_cli.servers import ResourcesServer, tool
+    from ng_cli.servers.testing import function_call, serve_rollout_stack
+
+    started, cancelled = threading.Event(), threading.Event()  # the servers run in other threads
+
+    class SlowTool(ResourcesServer[ResourcesServerConfig]):
+        config_class = ResourcesServerConfig
+
+        @tool
+        async def slow(self, session_id: str, args: dict[str, Any]) -> dict[str, Any]:
+            started.set()
+            try:
+                await asyncio.sleep(30)
+            except asyncio.CancelledError:
+                cancelled.set()
+                raise
+            return {}
+
+        async def verify(self, session_id: str, request: Any) -> float:
+            return 0.0
+
+    slow_tool = {"type": "function", "name": "slow", "parameters": {"type": "object", "properties": {}}}
+    agent_class = load_server_class(REPO / "responses_api_agents" / "simple_agent" / "app.py")
+    row = {"responses_create_params": {"input": "go", "tools": [slow_tool]}}
+    with serve_rollout_stack(SlowTool, agent_class, lambda body: [function_call("slow", {})]) as stack:
+        async with aiohttp.ClientSession() as http:
+            run = asyncio.create_task(http.post(f"{stack.agent_url}/run", json=row))
+            await _until(started)
+            run.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await run
+        await _until(cancelled)  # well before the tool's 30 s
+
+
+async def _until(event: threading.Event) -> None:
+    for _ in range(500):
+        if event.is_set():
+            return
+        await asyncio.sleep(0.02)
+    pytest.fail("the event never happened")
