@@ -15,14 +15,25 @@ exact ids: "token ids" forwards it to the chat endpoint as usual; "token exact" 
 true`) renders it, splices the previous ids and sends the ids to `/v1/completions`. Their added
 p50 latencies, each against a direct call with the body vllm_model sends, show what splicing costs.
 
+`--stream` measures streaming instead: the upstream streams `--tokens` chunks, one every
+`--token-interval-ms` (as vLLM paces tokens), and each client reads vLLM's chat stream directly
+or vllm_model's `/v1/responses` stream (the converted one). For 1 and `--concurrency` streams
+at once it reports time to first token and the gap between tokens, p50/p99, each way, and what
+the proxy adds (bench/results/proxy_overhead_stream.json).
+
     .venv/bin/python bench/proxy_overhead.py [--sequential 1000] [--concurrency 64] [--concurrent-calls 2000]
         [--modes plain,token-ids,token-ids-4k,token-exact-4k]
+    .venv/bin/python bench/proxy_overhead.py --stream [--concurrency 64] [--stream-rounds 3]
+
+One file past 600 lines on purpose: the modes share the canned upstream, the processes and
+the table/JSON conventions, and a user runs one script to see what the proxy costs.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import json
 import os
 import platform
@@ -145,13 +156,45 @@ def _canned_text_completion() -> bytes:
     )
 
 
-def serve_upstream(sock: socket.socket) -> None:
+def _stream_chunks(tokens: int) -> list[bytes]:
+    """A chat stream as vLLM sends it: role chunk, one chunk per token, finish, usage, [DONE]."""
+    base = {"id": "chatcmpl-bench", "object": "chat.completion.chunk", "created": 0, "model": MODEL}
+
+    def chunk(delta: dict[str, Any], finish: str | None = None) -> bytes:
+        choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}
+        return b"data: " + orjson.dumps({**base, "choices": [choice]}) + b"\n\n"
+
+    usage = {
+        "prompt_tokens": PROMPT_TOKENS,
+        "completion_tokens": tokens,
+        "total_tokens": PROMPT_TOKENS + tokens,
+    }
+    return [
+        chunk({"role": "assistant", "content": ""}),
+        *(chunk({"content": f" w{i}"}) for i in range(tokens)),
+        chunk({}, "stop"),
+        b"data: " + orjson.dumps({**base, "choices": [], "usage": usage}) + b"\n\n",
+        b"data: [DONE]\n\n",
+    ]
+
+
+def serve_upstream(sock: socket.socket, *, tokens: int = 64, interval_s: float = 0.005) -> None:
     from aiohttp import web
 
     plain, with_ids, text = _canned_completion(False), _canned_completion(True), _canned_text_completion()
+    chunks = _stream_chunks(tokens)
 
-    async def chat(request: web.Request) -> web.Response:
+    async def chat(request: web.Request) -> web.StreamResponse:
         body = orjson.loads(await request.read())
+        if body.get("stream"):
+            response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+            await response.prepare(request)
+            for n, piece in enumerate(chunks):
+                if 1 <= n <= tokens:
+                    await asyncio.sleep(interval_s)  # vLLM's pace: one token per decoding step
+                await response.write(piece)
+            await response.write_eof()
+            return response
         return web.Response(body=with_ids if body.get("logprobs") else plain, content_type="application/json")
 
     async def completions(request: web.Request) -> web.Response:
@@ -183,9 +226,9 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def start_upstream() -> tuple[subprocess.Popen[bytes], str]:
+def start_upstream(*stream_args: str) -> tuple[subprocess.Popen[bytes], str]:
     port = _free_port()
-    process = subprocess.Popen([sys.executable, __file__, "--serve-upstream", str(port)])
+    process = subprocess.Popen([sys.executable, __file__, "--serve-upstream", str(port), *stream_args])
     return process, f"http://127.0.0.1:{port}"
 
 
@@ -497,12 +540,185 @@ def write_results(samples: list[Sample], cpu: dict[str, dict[str, float]], args:
     Console().print(f"wrote {RESULTS.relative_to(ROOT)}")
 
 
+# ---------------------------------------------------------------------------------------------
+# Streaming (--stream): time to first token and the gap between tokens
+# ---------------------------------------------------------------------------------------------
+
+STREAM_RESULTS = ROOT / "bench" / "results" / "proxy_overhead_stream.json"
+_DIRECT_TOKEN = b'"content":" w'
+"""A token chunk of the upstream's chat stream (its content is " w<n>")."""
+_PROXIED_TOKEN = b'data: {"type":"response.output_text.delta"'
+"""A token event of vllm_model's Responses stream."""
+
+
+@dataclass
+class StreamSample:
+    path: str
+    streams: int
+    calls: int
+    ttft_p50_ms: float
+    ttft_p99_ms: float
+    gap_p50_ms: float
+    gap_p99_ms: float
+
+
+async def stream_once(
+    http: aiohttp.ClientSession, url: str, body: bytes, headers: dict[str, str], marker: bytes, tokens: int
+) -> tuple[float, list[float]]:
+    """(time to the first token, the gaps between tokens) of one streamed call, in seconds."""
+    started = time.perf_counter()
+    times: list[float] = []
+    async with http.post(url, data=body, headers=headers) as response:
+        if response.status != 200:
+            raise RuntimeError(f"{url} answered {response.status}: {(await response.read())[:300]!r}")
+        async for line in response.content:
+            if marker in line:
+                times.append(time.perf_counter())
+    if len(times) != tokens:
+        raise RuntimeError(f"{url} streamed {len(times)} tokens, expected {tokens}")
+    return times[0] - started, [later - earlier for earlier, later in itertools.pairwise(times)]
+
+
+def _percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(len(ordered) * q))] * 1000
+
+
+async def stream_run(
+    http: aiohttp.ClientSession,
+    path: str,
+    target: tuple[str, bytes, dict[str, str], bytes],
+    *,
+    streams: int,
+    args: argparse.Namespace,
+) -> StreamSample:
+    url, body, headers, marker = target
+    ttfts: list[float] = []
+    gaps: list[float] = []
+
+    rounds = args.single_stream_calls if streams == 1 else args.stream_rounds
+
+    async def caller() -> None:
+        for _ in range(rounds):
+            ttft, between = await stream_once(http, url, body, headers, marker, args.tokens)
+            ttfts.append(ttft)
+            gaps.extend(between)
+
+    await asyncio.gather(*(caller() for _ in range(streams)))
+    return StreamSample(
+        path=path,
+        streams=streams,
+        calls=len(ttfts),
+        ttft_p50_ms=_percentile(ttfts, 0.5),
+        ttft_p99_ms=_percentile(ttfts, 0.99),
+        gap_p50_ms=_percentile(gaps, 0.5),
+        gap_p99_ms=_percentile(gaps, 0.99),
+    )
+
+
+async def measure_streaming(args: argparse.Namespace) -> None:
+    """Direct vs through vllm_model, at 1 and `--concurrency` streams; table and JSON."""
+    upstream_process, upstream = start_upstream(
+        "--tokens", str(args.tokens), "--token-interval-ms", str(args.token_interval_ms)
+    )
+    samples: list[StreamSample] = []
+    connector = aiohttp.TCPConnector(limit=0)
+    try:
+        async with aiohttp.ClientSession(connector=connector, cookie_jar=aiohttp.DummyCookieJar()) as http:
+            await wait_ready(http, upstream, upstream_process)
+            with tempfile.TemporaryDirectory(prefix="ng-bench-") as workdir:
+                process, model_url = start_model(upstream, mode=MODES["plain"], workdir=Path(workdir))
+                try:
+                    await wait_ready(http, model_url, process)
+                    responses_body, _, chat_body = request_bodies(MODES["plain"])
+                    json_headers = {"Content-Type": "application/json"}
+                    direct_body = orjson.dumps({**orjson.loads(chat_body), "stream": True})
+                    proxied_body = orjson.dumps({**orjson.loads(responses_body), "stream": True})
+                    targets = {
+                        "direct": (f"{upstream}/v1/chat/completions", direct_body,
+                                   {**json_headers, "Authorization": f"Bearer {API_KEY}"}, _DIRECT_TOKEN),
+                        "vllm_model": (f"{model_url}/v1/responses", proxied_body, json_headers, _PROXIED_TOKEN),
+                    }  # fmt: skip
+                    for target in targets.values():  # warm-up
+                        await stream_once(http, *target, args.tokens)
+                    for streams in (1, args.concurrency):
+                        for path, target in targets.items():
+                            samples.append(await stream_run(http, path, target, streams=streams, args=args))
+                finally:
+                    process.terminate()
+                    process.wait(timeout=10)
+    finally:
+        upstream_process.terminate()
+        upstream_process.wait(timeout=10)
+    render_streaming(samples, Console(width=150))
+    write_stream_results(samples, args)
+
+
+def _stream_added(samples: list[StreamSample], streams: int) -> dict[str, float]:
+    by_path = {s.path: s for s in samples if s.streams == streams}
+    direct, proxied = asdict(by_path["direct"]), asdict(by_path["vllm_model"])
+    keys = ("ttft_p50_ms", "ttft_p99_ms", "gap_p50_ms", "gap_p99_ms")
+    return {key: proxied[key] - direct[key] for key in keys}
+
+
+def render_streaming(samples: list[StreamSample], console: Console) -> None:
+    table = Table(title="streaming through vllm_model (/v1/responses) vs vLLM's chat stream directly")
+    for column in ("streams", "path", "calls", "TTFT p50 ms", "TTFT p99 ms", "gap p50 ms", "gap p99 ms"):
+        table.add_column(column, justify="left" if column == "path" else "right")
+    for sample in samples:
+        table.add_row(
+            str(sample.streams), sample.path, str(sample.calls), f"{sample.ttft_p50_ms:.2f}",
+            f"{sample.ttft_p99_ms:.2f}", f"{sample.gap_p50_ms:.2f}", f"{sample.gap_p99_ms:.2f}",
+        )  # fmt: skip
+    for streams in sorted({s.streams for s in samples}):
+        delta = _stream_added(samples, streams)
+        table.add_row(
+            str(streams), "[bold]added[/bold]", "", *(f"{delta[key]:+.2f}" for key in delta),
+        )  # fmt: skip
+    console.print(table)
+
+
+def write_stream_results(samples: list[StreamSample], args: argparse.Namespace) -> None:
+    result = {
+        "machine": {
+            "cpus": os.cpu_count(),
+            "python": platform.python_version(),
+            "platform": platform.platform(),
+        },
+        "settings": {
+            "tokens": args.tokens,
+            "token_interval_ms": args.token_interval_ms,
+            "stream_rounds": args.stream_rounds,
+            "single_stream_calls": args.single_stream_calls,
+            "concurrency": args.concurrency,
+        },
+        "samples": [asdict(sample) for sample in samples],
+        "added_ms": {
+            str(streams): _stream_added(samples, streams) for streams in sorted({s.streams for s in samples})
+        },
+    }
+    STREAM_RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    STREAM_RESULTS.write_text(json.dumps(result, indent=2) + "\n")
+    Console().print(f"wrote {STREAM_RESULTS.relative_to(ROOT)}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sequential", type=int, default=1000, help="sequential calls per path")
-    parser.add_argument("--concurrency", type=int, default=64, help="concurrent callers")
+    parser.add_argument(
+        "--concurrency", type=int, default=64, help="concurrent callers (streams with --stream)"
+    )
     parser.add_argument("--concurrent-calls", type=int, default=2000, help="calls in the concurrent run")
     parser.add_argument("--modes", default=",".join(MODES), help=f"comma-separated, of {', '.join(MODES)}")
+    parser.add_argument("--stream", action="store_true", help="measure streaming: TTFT and inter-token gap")
+    parser.add_argument("--tokens", type=int, default=64, help="tokens per streamed answer (--stream)")
+    parser.add_argument("--token-interval-ms", type=float, default=5.0, help="upstream's pace (--stream)")
+    parser.add_argument(
+        "--stream-rounds", type=int, default=3, help="streams per concurrent caller (--stream)"
+    )
+    parser.add_argument(
+        "--single-stream-calls", type=int, default=60, help="calls of the 1-stream run (--stream)"
+    )
     parser.add_argument("--serve-upstream", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
     unknown = [key for key in args.modes.split(",") if key not in MODES]
@@ -512,9 +728,12 @@ def main() -> None:
         sock = socket.socket()
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind(("127.0.0.1", args.serve_upstream))
-        serve_upstream(sock)
+        serve_upstream(sock, tokens=args.tokens, interval_s=args.token_interval_ms / 1000)
         return
     del args.serve_upstream
+    if args.stream:
+        asyncio.run(measure_streaming(args))
+        return
     asyncio.run(main_async(args))
 
 

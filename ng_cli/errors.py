@@ -28,6 +28,7 @@ __all__ = [
     "InvalidOutputError",
     "LaunchError",
     "NgError",
+    "NotFoundError",
     "RequestTooLargeError",
     "UpstreamDownError",
     "UpstreamError",
@@ -163,6 +164,12 @@ class BadRequestError(NgError):
         super().__init__(message, hint=hint)
         self.param = param
         """The request field at fault, as OpenAI's error envelope names it."""
+
+
+class NotFoundError(BadRequestError):
+    """A caller named something this server does not have (a model id); HTTP 404."""
+
+    http_status = 404
 
 
 class RequestTooLargeError(BadRequestError):

@@ -27,6 +27,7 @@ from ng_cli.errors import (
     UpstreamUnavailableError,
 )
 from ng_cli.servers.deadline import DEADLINE_HEADER, remaining_s
+from ng_cli.servers.sse import iter_sse_json
 
 __all__ = ["HttpClient", "RetryPolicy", "Timeouts", "error_envelope", "is_retryable"]
 
@@ -180,6 +181,49 @@ class HttpClient:
                 f"{method} {url} answered with a body that is not JSON: {_short(body.decode('utf-8', 'replace'))}"
             ) from exc
 
+    @asynccontextmanager
+    async def stream_json(
+        self,
+        url: str,
+        payload: Any,
+        *,
+        headers: Mapping[str, str] | None = None,
+        timeouts: Timeouts | None = None,
+    ) -> AsyncIterator[AsyncIterator[dict[str, Any]]]:
+        """POST and read the answer as server-sent events: the JSON object of each `data:` line.
+
+        Errors before and during the stream are the UpstreamError tree, as for `request_json`;
+        an error status is raised before anything is yielded. Leaving the block early (the
+        caller's client went away) closes the connection, which is how vLLM learns to abort.
+        """
+        timeouts = timeouts or self.timeouts
+        all_headers = {**_JSON_HEADERS, "Accept": "text/event-stream", **(headers or {})}
+        left = remaining_s()
+        if left is not None:
+            if left <= 0:
+                raise UpstreamTimeoutError(
+                    f"POST {url} not sent: the caller's deadline has passed", endpoint=url
+                )
+            timeouts = timeouts.capped(left)
+            all_headers[DEADLINE_HEADER] = f"{left:.3f}"
+        async with self._translated_errors(url, timeouts):
+            response = await self.session.post(
+                url, data=orjson.dumps(payload), headers=all_headers, timeout=timeouts.to_aiohttp()
+            )
+        try:
+            if response.status >= 400:
+                async with self._translated_errors(url, timeouts):
+                    body = await response.read()
+                raise _http_error("POST", url, response.status, body.decode("utf-8", "replace"))
+            yield self._translated_events(iter_sse_json(response.content), url, timeouts)
+        finally:
+            # Read to the end: the connection goes back to the pool. Left early (the caller's
+            # client went away, or the stream broke): closed, so the server stops generating.
+            if response.content.at_eof():
+                response.release()
+            else:
+                response.close()
+
     async def post_json(self, url: str, payload: Any, **kwargs: Any) -> Any:
         return await self.request_json("POST", url, json=payload, **kwargs)
 
@@ -200,6 +244,14 @@ class HttpClient:
                     raise  # the caller would be gone before the retry answers
                 await asyncio.sleep(delay_s)
         raise AssertionError("RetryPolicy.max_attempts must be >= 1")
+
+    async def _translated_events(
+        self, events: AsyncIterator[dict[str, Any]], url: str, timeouts: Timeouts
+    ) -> AsyncIterator[dict[str, Any]]:
+        """The events, with a failure while reading them (connection cut, read timeout) typed."""
+        async with self._translated_errors(url, timeouts):
+            async for event in events:
+                yield event
 
     @asynccontextmanager
     async def _translated_errors(self, url: str, timeouts: Timeouts) -> AsyncIterator[None]:

@@ -155,7 +155,11 @@ def test_refusals_are_400s_that_say_which(collected: Collected) -> None:
     ) as url:
         rewritten_status, rewritten = asyncio.run(post_responses(url, request))
         forced_status, forced_answer = asyncio.run(post_responses(url, forced))
+        stream_status, stream_answer = asyncio.run(post_responses(url, {**request, "stream": True}))
     assert rewritten_status == 400, rewritten
     assert "messages[1] (user) is not in the previous turn's prompt ids" in rewritten["error"]["message"]
     assert forced_status == 400, forced_answer
     assert "tool_choice 'required' is not supported with token_exact" in forced_answer["error"]["message"]
+    assert stream_status == 400, stream_answer
+    assert stream_answer["error"]["param"] == "stream"
+    assert "not served with token_exact on" in stream_answer["error"]["message"]
