@@ -9,13 +9,31 @@ For each mode (plain; token ids with a 256-token generation and a 1,024-token pr
 and p99 latency, the difference (the added latency), and vllm_model's CPU seconds per call read
 from /proc/<pid>/stat. Results: a rich table and bench/results/proxy_overhead.json.
 
+The two "4k history" modes send the same second turn, whose first turn's prompt was 4,096+
+tokens (the embedded model's tokenizer and template, models/tiny-weather), carrying that turn's
+exact ids: "token ids" forwards it to the chat endpoint as usual; "token exact" (`token_exact:
+true`) renders it, splices the previous ids and sends the ids to `/v1/completions`. Their added
+p50 latencies, each against a direct call with the body vllm_model sends, show what splicing costs.
+
+`--stream` measures streaming instead: the upstream streams `--tokens` chunks, one every
+`--token-interval-ms` (as vLLM paces tokens), and each client reads vLLM's chat stream directly
+or vllm_model's `/v1/responses` stream (the converted one). For 1 and `--concurrency` streams
+at once it reports time to first token and the gap between tokens, p50/p99, each way, and what
+the proxy adds (bench/results/proxy_overhead_stream.json).
+
     .venv/bin/python bench/proxy_overhead.py [--sequential 1000] [--concurrency 64] [--concurrent-calls 2000]
+        [--modes plain,token-ids,token-ids-4k,token-exact-4k]
+    .venv/bin/python bench/proxy_overhead.py --stream [--concurrency 64] [--stream-rounds 3]
+
+One file past 600 lines on purpose: the modes share the canned upstream, the processes and
+the table/JSON conventions, and a user runs one script to see what the proxy costs.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import json
 import os
 import platform
@@ -44,6 +62,37 @@ MODEL = "bench-model"
 API_KEY = "bench-key"
 PROMPT_TOKENS = 1024
 GENERATED_TOKENS = 256
+HISTORY_TOKENS = 4096
+TOKENIZER_DIR = ROOT / "models" / "tiny-weather"
+TOOL_CALL_TEXT = '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>'
+
+
+@dataclass(frozen=True)
+class Mode:
+    """One way of calling vllm_model: its config switches and whether the input has a 4k history."""
+
+    key: str
+    title: str
+    with_token_ids: bool
+    token_exact: bool = False
+    long_history: bool = False
+
+
+MODES = {
+    mode.key: mode
+    for mode in (
+        Mode("plain", "plain", with_token_ids=False),
+        Mode("token-ids", "token ids", with_token_ids=True),
+        Mode("token-ids-4k", "token ids, 4k history", with_token_ids=True, long_history=True),
+        Mode(
+            "token-exact-4k",
+            "token exact, 4k history",
+            with_token_ids=True,
+            token_exact=True,
+            long_history=True,
+        ),
+    )
+}
 WARMUP_CALLS = 100
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
@@ -87,14 +136,70 @@ def _canned_completion(with_token_ids: bool) -> bytes:
     return orjson.dumps(completion)
 
 
-def serve_upstream(sock: socket.socket) -> None:
+def _canned_text_completion() -> bytes:
+    """vLLM's `/v1/completions` answer to a token prompt (no prompt echo: the prompt varies)."""
+    ids = [1000 + i for i in range(GENERATED_TOKENS)]
+    choice = {
+        "index": 0,
+        "text": "The weather in Paris is sunny. " * 8,
+        "finish_reason": "stop",
+        "token_ids": ids,
+        "logprobs": {"tokens": [f"token_id:{i}" for i in ids], "token_logprobs": [-0.5] * len(ids)},
+    }
+    usage = {
+        "prompt_tokens": HISTORY_TOKENS,
+        "completion_tokens": len(ids),
+        "total_tokens": HISTORY_TOKENS + len(ids),
+    }
+    return orjson.dumps(
+        {"id": "cmpl-bench", "object": "text_completion", "model": MODEL, "choices": [choice], "usage": usage}
+    )
+
+
+def _stream_chunks(tokens: int) -> list[bytes]:
+    """A chat stream as vLLM sends it: role chunk, one chunk per token, finish, usage, [DONE]."""
+    base = {"id": "chatcmpl-bench", "object": "chat.completion.chunk", "created": 0, "model": MODEL}
+
+    def chunk(delta: dict[str, Any], finish: str | None = None) -> bytes:
+        choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}
+        return b"data: " + orjson.dumps({**base, "choices": [choice]}) + b"\n\n"
+
+    usage = {
+        "prompt_tokens": PROMPT_TOKENS,
+        "completion_tokens": tokens,
+        "total_tokens": PROMPT_TOKENS + tokens,
+    }
+    return [
+        chunk({"role": "assistant", "content": ""}),
+        *(chunk({"content": f" w{i}"}) for i in range(tokens)),
+        chunk({}, "stop"),
+        b"data: " + orjson.dumps({**base, "choices": [], "usage": usage}) + b"\n\n",
+        b"data: [DONE]\n\n",
+    ]
+
+
+def serve_upstream(sock: socket.socket, *, tokens: int = 64, interval_s: float = 0.005) -> None:
     from aiohttp import web
 
-    plain, with_ids = _canned_completion(False), _canned_completion(True)
+    plain, with_ids, text = _canned_completion(False), _canned_completion(True), _canned_text_completion()
+    chunks = _stream_chunks(tokens)
 
-    async def chat(request: web.Request) -> web.Response:
+    async def chat(request: web.Request) -> web.StreamResponse:
         body = orjson.loads(await request.read())
+        if body.get("stream"):
+            response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+            await response.prepare(request)
+            for n, piece in enumerate(chunks):
+                if 1 <= n <= tokens:
+                    await asyncio.sleep(interval_s)  # vLLM's pace: one token per decoding step
+                await response.write(piece)
+            await response.write_eof()
+            return response
         return web.Response(body=with_ids if body.get("logprobs") else plain, content_type="application/json")
+
+    async def completions(request: web.Request) -> web.Response:
+        await request.read()
+        return web.Response(body=text, content_type="application/json")
 
     async def models(request: web.Request) -> web.Response:
         return web.json_response({"object": "list", "data": [{"id": MODEL, "object": "model"}]})
@@ -104,6 +209,7 @@ def serve_upstream(sock: socket.socket) -> None:
 
     app = web.Application()
     app.router.add_post("/v1/chat/completions", chat)
+    app.router.add_post("/v1/completions", completions)
     app.router.add_get("/v1/models", models)
     app.router.add_get("/health", health)
     web.run_app(app, sock=sock, print=None, access_log=None)
@@ -120,13 +226,13 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def start_upstream() -> tuple[subprocess.Popen[bytes], str]:
+def start_upstream(*stream_args: str) -> tuple[subprocess.Popen[bytes], str]:
     port = _free_port()
-    process = subprocess.Popen([sys.executable, __file__, "--serve-upstream", str(port)])
+    process = subprocess.Popen([sys.executable, __file__, "--serve-upstream", str(port), *stream_args])
     return process, f"http://127.0.0.1:{port}"
 
 
-def start_model(upstream: str, *, with_token_ids: bool, workdir: Path) -> tuple[subprocess.Popen[bytes], str]:
+def start_model(upstream: str, *, mode: Mode, workdir: Path) -> tuple[subprocess.Popen[bytes], str]:
     port = _free_port()
     spec = ServerSpec(
         name="policy_model",
@@ -137,8 +243,10 @@ def start_model(upstream: str, *, with_token_ids: bool, workdir: Path) -> tuple[
             "base_url": f"{upstream}/v1",
             "api_key": API_KEY,
             "model": MODEL,
-            "return_token_id_information": with_token_ids,
+            "return_token_id_information": mode.with_token_ids,
             "uses_reasoning_parser": False,
+            "token_exact": mode.token_exact,
+            "tokenizer_path": str(TOKENIZER_DIR),
         },
         port=port,
         session_secret="bench-secret",
@@ -241,45 +349,87 @@ def summarize(path: str, mode: str, pattern: str, latencies: list[float], wall_s
     )
 
 
-def request_bodies(with_token_ids: bool) -> tuple[bytes, bytes]:
-    """(the Responses body sent to vllm_model, the chat body it turns into, sent directly)."""
+def request_bodies(mode: Mode) -> tuple[bytes, str, bytes]:
+    """(the Responses body sent to vllm_model, the upstream path and body it turns into, sent directly)."""
     from ng_cli.conversion import to_chat_request
     from ng_cli.protocol.responses import ResponsesRequest
 
-    responses = {
+    responses = long_history_request()[1] if mode.long_history else {
         "instructions": "You answer weather questions.",
         "input": [{"role": "user", "content": "What is the weather in Paris today? " * 20}],
         "max_output_tokens": 512,
         "temperature": 1.0,
-    }
+    }  # fmt: skip
     chat = to_chat_request(
-        ResponsesRequest.model_validate(responses), model=MODEL, wants_token_ids=with_token_ids
+        ResponsesRequest.model_validate(responses),
+        model=MODEL,
+        wants_token_ids=mode.with_token_ids,
+        keeps_token_ids=mode.with_token_ids,
     )
-    return orjson.dumps(responses), orjson.dumps(chat)
+    if not mode.token_exact:
+        return orjson.dumps(responses), "/v1/chat/completions", orjson.dumps(chat)
+    from ng_cli.tokens.chat_template import ChatTokenizer
+    from ng_cli.tokens.splice import build_prompt
+    from ng_cli.upstream.token_exact import completion_body
+
+    prompt = build_prompt(ChatTokenizer.load(TOKENIZER_DIR), chat["messages"], tools=chat.get("tools"))
+    body = completion_body(chat, prompt.token_ids, keeps_special_tokens=True)
+    return orjson.dumps(responses), "/v1/completions", orjson.dumps(body)
+
+
+def long_history_request() -> tuple[dict[str, Any], dict[str, Any]]:
+    """(a first turn whose prompt has HISTORY_TOKENS+ ids, the second turn carrying that turn's exact ids)."""
+    from ng_cli.conversion import to_chat_request
+    from ng_cli.protocol.responses import ResponsesRequest
+    from ng_cli.tokens.chat_template import ChatTokenizer
+    from ng_cli.tokens.splice import build_prompt
+
+    tokenizer = ChatTokenizer.load(TOKENIZER_DIR)
+    sentence = "What is the weather in Paris today? "
+    repeats = HISTORY_TOKENS // len(tokenizer.encode(sentence)) + 1
+    tool = {
+        "type": "function",
+        "name": "get_weather",
+        "parameters": {"type": "object", "properties": {"city": {"type": "string"}}},
+    }
+    first = {
+        "instructions": "You answer weather questions.",
+        "input": [{"role": "user", "content": sentence * repeats}],
+        "tools": [tool],
+    }
+    chat = to_chat_request(ResponsesRequest.model_validate(first), model=MODEL, wants_token_ids=False)
+    prompt = build_prompt(tokenizer, chat["messages"], tools=chat["tools"]).token_ids
+    generation = [*tokenizer.encode(TOOL_CALL_TEXT), tokenizer.end_of_turn_id]
+    call = {
+        "type": "function_call", "call_id": "call_1", "name": "get_weather", "arguments": '{"city": "Paris"}',
+        "prompt_token_ids": prompt, "generation_token_ids": generation, "generation_log_probs": [-0.5] * len(generation),
+    }  # fmt: skip
+    result = '{"city": "Paris", "condition": "sunny", "temperature": 21, "unit": "celsius"}'
+    output = {"type": "function_call_output", "call_id": "call_1", "output": result}
+    second = {**first, "input": [*first["input"], call, output], "max_output_tokens": 512, "temperature": 1.0}
+    return first, second
 
 
 async def measure_mode(
     http: aiohttp.ClientSession,
     upstream: str,
     *,
-    with_token_ids: bool,
+    spec: Mode,
     args: argparse.Namespace,
     workdir: Path,
 ) -> tuple[list[Sample], dict[str, float]]:
-    mode = "token ids" if with_token_ids else "plain"
-    process, model_url = start_model(upstream, with_token_ids=with_token_ids, workdir=workdir)
+    mode = spec.title
+    process, model_url = start_model(upstream, mode=spec, workdir=workdir)
     try:
         await wait_ready(http, model_url, process)
-        responses_body, chat_body = request_bodies(with_token_ids)
+        responses_body, direct_path, direct_body = request_bodies(spec)
         headers = {"Content-Type": "application/json"}
-        direct = (
-            f"{upstream}/v1/chat/completions",
-            chat_body,
-            {**headers, "Authorization": f"Bearer {API_KEY}"},
-        )
+        direct = (f"{upstream}{direct_path}", direct_body, {**headers, "Authorization": f"Bearer {API_KEY}"})
         proxied = (f"{model_url}/v1/responses", responses_body, headers)
         samples: list[Sample] = []
         cpu_per_call: dict[str, float] = {}
+        if spec.long_history:  # the rollout's first turn, through the same server as in a real rollout
+            await Caller(http, proxied[0], orjson.dumps(long_history_request()[0]), headers).call()
         for path, (url, body, hdrs) in (("direct", direct), ("vllm_model", proxied)):
             warm = Caller(http, url, body, hdrs)
             await run_sequential(warm, WARMUP_CALLS)
@@ -351,12 +501,13 @@ async def main_async(args: argparse.Namespace) -> None:
         async with aiohttp.ClientSession(connector=connector, cookie_jar=aiohttp.DummyCookieJar()) as http:
             await wait_ready(http, upstream, upstream_process)
             with tempfile.TemporaryDirectory(prefix="ng-bench-") as workdir:
-                for with_token_ids in (False, True):
+                for key in args.modes.split(","):
+                    spec = MODES[key]
                     mode_samples, mode_cpu = await measure_mode(
-                        http, upstream, with_token_ids=with_token_ids, args=args, workdir=Path(workdir)
+                        http, upstream, spec=spec, args=args, workdir=Path(workdir)
                     )
                     samples += mode_samples
-                    cpu["token ids" if with_token_ids else "plain"] = mode_cpu
+                    cpu[spec.title] = mode_cpu
     finally:
         upstream_process.terminate()
         upstream_process.wait(timeout=10)
@@ -372,7 +523,12 @@ def write_results(samples: list[Sample], cpu: dict[str, dict[str, float]], args:
             "python": platform.python_version(),
             "platform": platform.platform(),
         },
-        "settings": {**vars(args), "prompt_tokens": PROMPT_TOKENS, "generated_tokens": GENERATED_TOKENS},
+        "settings": {
+            **vars(args),
+            "prompt_tokens": PROMPT_TOKENS,
+            "generated_tokens": GENERATED_TOKENS,
+            "history_tokens": HISTORY_TOKENS,
+        },
         "samples": [asdict(sample) for sample in samples],
         "added_latency_ms": {mode: {p: added(samples, mode, p) for p in patterns} for mode in cpu},
         "vllm_model_cpu_ms_per_call": {
@@ -384,20 +540,200 @@ def write_results(samples: list[Sample], cpu: dict[str, dict[str, float]], args:
     Console().print(f"wrote {RESULTS.relative_to(ROOT)}")
 
 
+# ---------------------------------------------------------------------------------------------
+# Streaming (--stream): time to first token and the gap between tokens
+# ---------------------------------------------------------------------------------------------
+
+STREAM_RESULTS = ROOT / "bench" / "results" / "proxy_overhead_stream.json"
+_DIRECT_TOKEN = b'"content":" w'
+"""A token chunk of the upstream's chat stream (its content is " w<n>")."""
+_PROXIED_TOKEN = b'data: {"type":"response.output_text.delta"'
+"""A token event of vllm_model's Responses stream."""
+
+
+@dataclass
+class StreamSample:
+    path: str
+    streams: int
+    calls: int
+    ttft_p50_ms: float
+    ttft_p99_ms: float
+    gap_p50_ms: float
+    gap_p99_ms: float
+
+
+async def stream_once(
+    http: aiohttp.ClientSession, url: str, body: bytes, headers: dict[str, str], marker: bytes, tokens: int
+) -> tuple[float, list[float]]:
+    """(time to the first token, the gaps between tokens) of one streamed call, in seconds."""
+    started = time.perf_counter()
+    times: list[float] = []
+    async with http.post(url, data=body, headers=headers) as response:
+        if response.status != 200:
+            raise RuntimeError(f"{url} answered {response.status}: {(await response.read())[:300]!r}")
+        async for line in response.content:
+            if marker in line:
+                times.append(time.perf_counter())
+    if len(times) != tokens:
+        raise RuntimeError(f"{url} streamed {len(times)} tokens, expected {tokens}")
+    return times[0] - started, [later - earlier for earlier, later in itertools.pairwise(times)]
+
+
+def _percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(len(ordered) * q))] * 1000
+
+
+async def stream_run(
+    http: aiohttp.ClientSession,
+    path: str,
+    target: tuple[str, bytes, dict[str, str], bytes],
+    *,
+    streams: int,
+    args: argparse.Namespace,
+) -> StreamSample:
+    url, body, headers, marker = target
+    ttfts: list[float] = []
+    gaps: list[float] = []
+
+    rounds = args.single_stream_calls if streams == 1 else args.stream_rounds
+
+    async def caller() -> None:
+        for _ in range(rounds):
+            ttft, between = await stream_once(http, url, body, headers, marker, args.tokens)
+            ttfts.append(ttft)
+            gaps.extend(between)
+
+    await asyncio.gather(*(caller() for _ in range(streams)))
+    return StreamSample(
+        path=path,
+        streams=streams,
+        calls=len(ttfts),
+        ttft_p50_ms=_percentile(ttfts, 0.5),
+        ttft_p99_ms=_percentile(ttfts, 0.99),
+        gap_p50_ms=_percentile(gaps, 0.5),
+        gap_p99_ms=_percentile(gaps, 0.99),
+    )
+
+
+async def measure_streaming(args: argparse.Namespace) -> None:
+    """Direct vs through vllm_model, at 1 and `--concurrency` streams; table and JSON."""
+    upstream_process, upstream = start_upstream(
+        "--tokens", str(args.tokens), "--token-interval-ms", str(args.token_interval_ms)
+    )
+    samples: list[StreamSample] = []
+    connector = aiohttp.TCPConnector(limit=0)
+    try:
+        async with aiohttp.ClientSession(connector=connector, cookie_jar=aiohttp.DummyCookieJar()) as http:
+            await wait_ready(http, upstream, upstream_process)
+            with tempfile.TemporaryDirectory(prefix="ng-bench-") as workdir:
+                process, model_url = start_model(upstream, mode=MODES["plain"], workdir=Path(workdir))
+                try:
+                    await wait_ready(http, model_url, process)
+                    responses_body, _, chat_body = request_bodies(MODES["plain"])
+                    json_headers = {"Content-Type": "application/json"}
+                    direct_body = orjson.dumps({**orjson.loads(chat_body), "stream": True})
+                    proxied_body = orjson.dumps({**orjson.loads(responses_body), "stream": True})
+                    targets = {
+                        "direct": (f"{upstream}/v1/chat/completions", direct_body,
+                                   {**json_headers, "Authorization": f"Bearer {API_KEY}"}, _DIRECT_TOKEN),
+                        "vllm_model": (f"{model_url}/v1/responses", proxied_body, json_headers, _PROXIED_TOKEN),
+                    }  # fmt: skip
+                    for target in targets.values():  # warm-up
+                        await stream_once(http, *target, args.tokens)
+                    for streams in (1, args.concurrency):
+                        for path, target in targets.items():
+                            samples.append(await stream_run(http, path, target, streams=streams, args=args))
+                finally:
+                    process.terminate()
+                    process.wait(timeout=10)
+    finally:
+        upstream_process.terminate()
+        upstream_process.wait(timeout=10)
+    render_streaming(samples, Console(width=150))
+    write_stream_results(samples, args)
+
+
+def _stream_added(samples: list[StreamSample], streams: int) -> dict[str, float]:
+    by_path = {s.path: s for s in samples if s.streams == streams}
+    direct, proxied = asdict(by_path["direct"]), asdict(by_path["vllm_model"])
+    keys = ("ttft_p50_ms", "ttft_p99_ms", "gap_p50_ms", "gap_p99_ms")
+    return {key: proxied[key] - direct[key] for key in keys}
+
+
+def render_streaming(samples: list[StreamSample], console: Console) -> None:
+    table = Table(title="streaming through vllm_model (/v1/responses) vs vLLM's chat stream directly")
+    for column in ("streams", "path", "calls", "TTFT p50 ms", "TTFT p99 ms", "gap p50 ms", "gap p99 ms"):
+        table.add_column(column, justify="left" if column == "path" else "right")
+    for sample in samples:
+        table.add_row(
+            str(sample.streams), sample.path, str(sample.calls), f"{sample.ttft_p50_ms:.2f}",
+            f"{sample.ttft_p99_ms:.2f}", f"{sample.gap_p50_ms:.2f}", f"{sample.gap_p99_ms:.2f}",
+        )  # fmt: skip
+    for streams in sorted({s.streams for s in samples}):
+        delta = _stream_added(samples, streams)
+        table.add_row(
+            str(streams), "[bold]added[/bold]", "", *(f"{delta[key]:+.2f}" for key in delta),
+        )  # fmt: skip
+    console.print(table)
+
+
+def write_stream_results(samples: list[StreamSample], args: argparse.Namespace) -> None:
+    result = {
+        "machine": {
+            "cpus": os.cpu_count(),
+            "python": platform.python_version(),
+            "platform": platform.platform(),
+        },
+        "settings": {
+            "tokens": args.tokens,
+            "token_interval_ms": args.token_interval_ms,
+            "stream_rounds": args.stream_rounds,
+            "single_stream_calls": args.single_stream_calls,
+            "concurrency": args.concurrency,
+        },
+        "samples": [asdict(sample) for sample in samples],
+        "added_ms": {
+            str(streams): _stream_added(samples, streams) for streams in sorted({s.streams for s in samples})
+        },
+    }
+    STREAM_RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    STREAM_RESULTS.write_text(json.dumps(result, indent=2) + "\n")
+    Console().print(f"wrote {STREAM_RESULTS.relative_to(ROOT)}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sequential", type=int, default=1000, help="sequential calls per path")
-    parser.add_argument("--concurrency", type=int, default=64, help="concurrent callers")
+    parser.add_argument(
+        "--concurrency", type=int, default=64, help="concurrent callers (streams with --stream)"
+    )
     parser.add_argument("--concurrent-calls", type=int, default=2000, help="calls in the concurrent run")
+    parser.add_argument("--modes", default=",".join(MODES), help=f"comma-separated, of {', '.join(MODES)}")
+    parser.add_argument("--stream", action="store_true", help="measure streaming: TTFT and inter-token gap")
+    parser.add_argument("--tokens", type=int, default=64, help="tokens per streamed answer (--stream)")
+    parser.add_argument("--token-interval-ms", type=float, default=5.0, help="upstream's pace (--stream)")
+    parser.add_argument(
+        "--stream-rounds", type=int, default=3, help="streams per concurrent caller (--stream)"
+    )
+    parser.add_argument(
+        "--single-stream-calls", type=int, default=60, help="calls of the 1-stream run (--stream)"
+    )
     parser.add_argument("--serve-upstream", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    unknown = [key for key in args.modes.split(",") if key not in MODES]
+    if unknown:
+        parser.error(f"--modes: unknown {unknown}; choose from {', '.join(MODES)}")
     if args.serve_upstream:
         sock = socket.socket()
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind(("127.0.0.1", args.serve_upstream))
-        serve_upstream(sock)
+        serve_upstream(sock, tokens=args.tokens, interval_s=args.token_interval_ms / 1000)
         return
     del args.serve_upstream
+    if args.stream:
+        asyncio.run(measure_streaming(args))
+        return
     asyncio.run(main_async(args))
 
 

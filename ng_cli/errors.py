@@ -29,6 +29,7 @@ __all__ = [
     "InvalidOutputError",
     "LaunchError",
     "NgError",
+    "NotFoundError",
     "PlacementError",
     "RequestTooLargeError",
     "UpstreamDownError",
@@ -175,6 +176,12 @@ class BadRequestError(NgError):
         super().__init__(message, hint=hint)
         self.param = param
         """The request field at fault, as OpenAI's error envelope names it."""
+
+
+class NotFoundError(BadRequestError):
+    """A caller named something this server does not have (a model id); HTTP 404."""
+
+    http_status = 404
 
 
 class RequestTooLargeError(BadRequestError):

@@ -29,7 +29,7 @@ from ng_cli.config.instances import ServerInstance, check_references, find_insta
 from ng_cli.config.overrides import DOTENV_PATH_KEY, apply_overrides, parse_overrides
 from ng_cli.config.paths import env_yaml_path, resolve_config_path
 from ng_cli.config.resolve import resolve_tree
-from ng_cli.config.sources import COMMAND_LINE, Sources, join_key, normalize_key
+from ng_cli.config.sources import COMMAND_LINE, Sources, join_key, lookup_key, normalize_key
 from ng_cli.errors import ConfigError
 
 __all__ = ["ComposedConfig", "compose_config"]
@@ -53,15 +53,7 @@ class ComposedConfig:
 
     def get(self, dotted: str, default: Any = None) -> Any:
         """The value at a dotted key (`a.b.0.c`), or `default` when any part is absent."""
-        node: Any = self.tree
-        for part in dotted.split("."):
-            if isinstance(node, dict) and part in node:
-                node = node[part]
-            elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
-                node = node[int(part)]
-            else:
-                return default
-        return node
+        return lookup_key(self.tree, dotted, default)
 
 
 def compose_config(overrides: Sequence[str], *, cwd: Path | None = None) -> ComposedConfig:

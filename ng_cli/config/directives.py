@@ -23,7 +23,7 @@ from typing import Any
 
 from omegaconf import OmegaConf
 
-from ng_cli.config.sources import Sources, join_key
+from ng_cli.config.sources import Sources, join_key, lookup_key
 from ng_cli.errors import ConfigError
 
 __all__ = ["DIRECTIVE_KEYS", "apply_directives"]
@@ -119,7 +119,7 @@ def _resolve(
         raise ConfigError(
             f"{where}{dotted}.{kind}: expected a dotted path such as policy_model, got {target!r}"
         )
-    found = _lookup(frozen, target)
+    found = lookup_key(frozen, target, _MISSING)
     if found is _MISSING:
         raise ConfigError(
             f"{where}{dotted}: {kind} names '{target}', which is not in the composed config",
@@ -142,21 +142,9 @@ def _resolve(
     return merged
 
 
-def _lookup(tree: dict[str, Any], dotted: str) -> Any:
-    node: Any = tree
-    for part in dotted.split("."):
-        if isinstance(node, dict) and part in node:
-            node = node[part]
-        elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
-            node = node[int(part)]
-        else:
-            return _MISSING
-    return node
-
-
 def _remove(tree: dict[str, Any], dotted: str) -> None:
     *parents, last = dotted.split(".")
-    parent = _lookup(tree, ".".join(parents)) if parents else tree
+    parent = lookup_key(tree, ".".join(parents), _MISSING) if parents else tree
     if isinstance(parent, dict):
         parent.pop(last, None)
 

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Iterator, Mapping
+from typing import Any
 
-__all__ = ["COMMAND_LINE", "Sources", "join_key", "normalize_key"]
+__all__ = ["COMMAND_LINE", "Sources", "join_key", "lookup_key", "normalize_key"]
 
 COMMAND_LINE = "<command line>"
 """The origin recorded for values given as command-line overrides."""
@@ -22,6 +23,19 @@ _INDEX = re.compile(r"\[(\d+)\]")
 def join_key(prefix: str, key: object) -> str:
     """Append one part to a dotted key."""
     return f"{prefix}.{key}" if prefix else str(key)
+
+
+def lookup_key(tree: Any, dotted: str, default: Any = None) -> Any:
+    """The value at a dotted key (`a.b.0.c`) of plain dicts and lists, or `default` when any part is absent."""
+    node = tree
+    for part in dotted.split("."):
+        if isinstance(node, dict) and part in node:
+            node = node[part]
+        elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
+            node = node[int(part)]
+        else:
+            return default
+    return node
 
 
 def normalize_key(full_key: str) -> str:

@@ -1,7 +1,7 @@
 """Top-level keys a command does not know: a misspelt option must not be ignored silently.
 
 `ng_run +dry_rn=true` used to start the whole stack. A top-level key is accepted when it is a
-server instance, an option of the command (or of a sibling command that shares config files),
+server instance (or a NeMo Gym `environment_servers` relay), an option of the command (or of a sibling command that shares config files),
 or a value for others (`ComposedConfig.free_keys`: set in env.yaml, or read by a `${...}`
 interpolation). Anything else is a ConfigError naming where it was set and the nearest option.
 """
@@ -27,7 +27,7 @@ def check_top_level_keys(
     read from the same files (accepted, never suggested).
     """
     known = list(options)
-    accepted = {*known, *shared, *composed.instances, *composed.free_keys}
+    accepted = {*known, *shared, *composed.instances, *composed.relays, *composed.free_keys}
     problems = []
     for key in composed.tree:
         if key in accepted:

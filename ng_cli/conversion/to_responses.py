@@ -34,7 +34,13 @@ from ng_cli.protocol.chat import ChatCompletion, ChatMessage, ChatToolCall, Chat
 from ng_cli.protocol.responses import ResponsesRequest
 from ng_cli.tokens.contract import attach_token_info, extract_token_info
 
-__all__ = ["empty_overflow_response", "is_context_overflow", "to_output_items", "to_response"]
+__all__ = [
+    "empty_overflow_response",
+    "is_context_overflow",
+    "response_envelope",
+    "to_output_items",
+    "to_response",
+]
 
 _Model = TypeVar("_Model", ChatMessage, ChatUsage)
 
@@ -64,7 +70,7 @@ def to_response(
     if wants_token_ids:
         info = extract_token_info(completion, prompt_token_ids_fallback=prompt_token_ids_fallback)
         attach_token_info(output, info)
-    body = _envelope(request, model=model, output=output)
+    body = response_envelope(request, model=model, output=output)
     if finish_reason == "length":
         body["status"] = "incomplete"
         body["incomplete_details"] = {"reason": "max_output_tokens"}
@@ -141,7 +147,9 @@ def _reasoning_conflict(message: ChatMessage) -> ReasoningParserConflictError:
     )
 
 
-def _envelope(request: ResponsesRequest, *, model: str, output: list[dict[str, Any]]) -> dict[str, Any]:
+def response_envelope(
+    request: ResponsesRequest, *, model: str, output: list[dict[str, Any]]
+) -> dict[str, Any]:
     """The Response fields that echo the request, as OpenAI does; None-valued echoes are left out."""
     body: dict[str, Any] = {
         "id": f"resp_{uuid.uuid4().hex}",

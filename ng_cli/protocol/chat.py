@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 __all__ = [
     "ChatChoice",
@@ -115,6 +115,12 @@ class ChatMessage(_ChatWireModel):
     reasoning_content: str | None = None
     reasoning: str | None = None
     tool_calls: list[ChatToolCall] = Field(default_factory=list)
+
+    @field_validator("tool_calls", mode="before")
+    @classmethod
+    def _null_is_none(cls, value: Any) -> Any:
+        """OpenAI-compatible servers (and the OpenAI SDK's dumps) send `tool_calls: null`."""
+        return [] if value is None else value
 
 
 class ChatLogprob(_ChatWireModel):

@@ -38,6 +38,7 @@ from ng_cli.errors import (
     UpstreamUnavailableError,
 )
 from ng_cli.rollouts.results import cannot_write
+from ng_cli.servers.http import error_envelope
 
 __all__ = ["Failure", "FailureKind", "FailureLog", "classify", "read_failures"]
 
@@ -114,7 +115,7 @@ def _kind_of(error: BaseException) -> tuple[FailureKind, int | None, str | None]
     if isinstance(error, ContextOverflowError):
         return FailureKind.CONTEXT_OVERFLOW, error.status, endpoint
     if isinstance(error, UpstreamHTTPError):
-        if _envelope(error.body).get("type") == ContextOverflowError.__name__:
+        if error_envelope(error.body).get("type") == ContextOverflowError.__name__:
             return FailureKind.CONTEXT_OVERFLOW, error.status, endpoint
         if error.status == 504:  # a hop below ran out of time (often the rollout's own deadline)
             return FailureKind.TIMEOUT, error.status, endpoint
@@ -132,7 +133,7 @@ def _kind_of(error: BaseException) -> tuple[FailureKind, int | None, str | None]
 def _message_of(error: BaseException, kind: FailureKind) -> str:
     """A one-line human message; for HTTP errors, the server's own words from the error envelope."""
     if isinstance(error, UpstreamHTTPError):
-        envelope = _envelope(error.body)
+        envelope = error_envelope(error.body)
         if envelope.get("message"):
             where = f" from {envelope['server']}" if envelope.get("server") else ""
             return _short(
@@ -141,16 +142,6 @@ def _message_of(error: BaseException, kind: FailureKind) -> str:
     if kind is FailureKind.INTERNAL or not str(error):
         return _short(f"{type(error).__name__}: {error}")
     return _short(str(error))
-
-
-def _envelope(body: str) -> dict[str, Any]:
-    """The `error` object of the OpenAI-style envelope our servers answer with, or {}."""
-    try:
-        parsed = orjson.loads(body) if body else None
-    except orjson.JSONDecodeError:
-        return {}
-    error = parsed.get("error") if isinstance(parsed, dict) else None
-    return error if isinstance(error, dict) else {}
 
 
 def _short(text: str) -> str:

@@ -41,6 +41,8 @@ class AgentTally:
     output_tokens: int = 0
     incomplete: Counter[str] = field(default_factory=Counter)
     failures: Counter[str] = field(default_factory=Counter)
+    with_token_ids: int = 0
+    token_drifted: int = 0
 
     @property
     def mean_reward(self) -> float | None:
@@ -86,6 +88,9 @@ class Scoreboard:
         tally.output_tokens += outcome.output_tokens
         if outcome.incomplete_reason is not None:
             tally.incomplete[outcome.incomplete_reason] += 1
+        if outcome.token_drift is not None:
+            tally.with_token_ids += 1
+            tally.token_drifted += outcome.token_drift
         return True
 
     def record_failure(self, task_index: int, kind: str) -> None:
@@ -129,6 +134,8 @@ class Scoreboard:
             "incomplete": dict(tally.incomplete),
             "failures": dict(tally.failures),
         }
+        if tally.with_token_ids:  # ng_check_tokens' count: turns whose prompt ids repeat no earlier ids
+            metrics["token_ids"] = {"rollouts": tally.with_token_ids, "drifted": tally.token_drifted}
         if k > 1:
             metrics[f"pass@{k}"] = task_passes / complete if complete else None
             metrics[f"mean@{k}"] = mean_sum / complete if complete else None

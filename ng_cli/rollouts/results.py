@@ -20,6 +20,7 @@ from typing import Any
 import orjson
 
 from ng_cli.errors import ConfigError, DataError, InvalidOutputError, NgError
+from ng_cli.tokens.drift import check_response
 
 __all__ = [
     "ROLLOUT_KEY",
@@ -48,6 +49,9 @@ class Outcome:
     output_tokens: int
     incomplete_reason: str | None
     """`response.incomplete_details.reason` when `response.status == "incomplete"`."""
+    token_drift: bool | None = None
+    """Whether a turn's prompt ids fail to start with the ids seen before (`ng_cli.tokens.drift`);
+    None when the rollout carries no token ids."""
 
 
 def to_output_line(
@@ -86,7 +90,17 @@ def outcome_of(output: Mapping[str, Any]) -> Outcome:
         reward=float(output["reward"]),
         output_tokens=tokens if isinstance(tokens, int) and not isinstance(tokens, bool) else 0,
         incomplete_reason=reason,
+        token_drift=_token_drift(response),
     )
+
+
+def _token_drift(response: Mapping[str, Any]) -> bool | None:
+    """Drift of a row's token ids; malformed ids count as drift (a trainer could not use them)."""
+    try:
+        tokens = check_response(response)
+    except ValueError:
+        return True
+    return None if tokens is None else tokens.is_drifted
 
 
 class ResultWriter:

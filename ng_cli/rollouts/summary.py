@@ -50,6 +50,16 @@ def _breakdowns(metrics: dict[str, Any]) -> list[Text]:
             lines.append(Text(f"{agent} failures: {_counts(numbers['failures'])}", style="yellow"))
         if numbers["incomplete"]:
             lines.append(Text(f"{agent} incomplete responses: {_counts(numbers['incomplete'])}"))
+        tokens = numbers.get("token_ids")
+        if tokens:
+            drifted, total = tokens["drifted"], tokens["rollouts"]
+            text = f"{agent} token ids: {drifted} of {total} rollouts drifted"
+            lines.append(
+                Text(
+                    text + (" (ng_check_tokens shows where)" if drifted else ""),
+                    style="yellow" if drifted else "",
+                )
+            )
     return lines
 
 

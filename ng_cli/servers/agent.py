@@ -2,7 +2,8 @@
 
 `/run` is one whole rollout: seed the resources server's session, run the loop, verify. The
 base wires the routes and the session cookie; an implementation provides `respond` and may
-override `run`.
+override `run`. `/v1/responses` with `stream: true` streams the loop's events
+(`ng_cli.servers.agent_stream`); a client that goes away cancels the loop and its calls.
 """
 
 from __future__ import annotations
@@ -10,10 +11,12 @@ from __future__ import annotations
 from typing import Any, ClassVar, TypeVar
 
 from fastapi import FastAPI, Request
+from fastapi.responses import Response
 
 from ng_cli.config.schema import AgentServerConfig
 from ng_cli.errors import BadRequestError
-from ng_cli.servers.app import JSONResponse, read_json_object
+from ng_cli.servers.agent_stream import AgentEvents, open_agent_stream
+from ng_cli.servers.app import JSONResponse, event_stream, read_json_object
 from ng_cli.servers.base import BaseServer
 from ng_cli.servers.session import forwarded_cookies
 
@@ -36,8 +39,11 @@ class AgentServer(BaseServer[AC]):
     def model_url(self) -> str:
         return self.url_of(self.config.model_server)
 
-    async def respond(self, params: dict[str, Any], *, cookies: dict[str, str]) -> dict[str, Any]:
-        """Run the loop for one Responses create body and return the final Response."""
+    async def respond(
+        self, params: dict[str, Any], *, cookies: dict[str, str], events: AgentEvents | None = None
+    ) -> dict[str, Any]:
+        """Run the loop for one Responses create body and return the final Response; with `events`
+        (the client asked for `stream: true`), also put the Response's events there as they happen."""
         raise NotImplementedError(f"{type(self).__name__} must implement respond()")
 
     async def run(self, row: dict[str, Any], *, cookies: dict[str, str]) -> dict[str, Any]:
@@ -54,9 +60,16 @@ class AgentServer(BaseServer[AC]):
 
     def setup_routes(self, app: FastAPI) -> None:
         @app.post("/v1/responses")
-        async def responses(request: Request) -> JSONResponse:
+        async def responses(request: Request) -> Response:
             params = await read_json_object(request)
-            return JSONResponse(await self.respond(params, cookies=forwarded_cookies(request)))
+            cookies = forwarded_cookies(request)
+            if params.get("stream"):
+                return event_stream(
+                    await open_agent_stream(
+                        params, lambda events: self.respond(params, cookies=cookies, events=events)
+                    )
+                )
+            return JSONResponse(await self.respond(params, cookies=cookies))
 
         @app.post("/run")
         async def run(request: Request) -> JSONResponse:

@@ -9,14 +9,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager
 from typing import Any
 
 import orjson
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import Response
+from fastapi.responses import Response, StreamingResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -32,9 +32,10 @@ from ng_cli.errors import (
 )
 from ng_cli.servers.body_limit import DEFAULT_MAX_REQUEST_BYTES, BodyLimitMiddleware
 from ng_cli.servers.deadline import DeadlineMiddleware
+from ng_cli.servers.disconnect import CancelOnDisconnectMiddleware
 from ng_cli.servers.redaction import RedactingMiddleware
 
-__all__ = ["JSONResponse", "build_app", "error_response", "read_json_object", "status_for"]
+__all__ = ["JSONResponse", "build_app", "error_response", "event_stream", "read_json_object", "status_for"]
 
 logger = logging.getLogger("ng_cli.servers")
 
@@ -48,6 +49,12 @@ class JSONResponse(Response):
 
     def render(self, content: Any) -> bytes:
         return orjson.dumps(content, option=orjson.OPT_SERIALIZE_NUMPY)
+
+
+def event_stream(body: AsyncIterator[bytes]) -> StreamingResponse:
+    """The answer that relays server-sent events as they are produced (proxies told not to buffer)."""
+    headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+    return StreamingResponse(body, media_type="text/event-stream", headers=headers)
 
 
 def status_for(error: NgError) -> int:
@@ -112,6 +119,7 @@ def build_app(
     app.add_middleware(BodyLimitMiddleware, max_bytes=max_request_bytes, server=name)
     if redactor:
         app.add_middleware(RedactingMiddleware, redactor=redactor)
+    app.add_middleware(CancelOnDisconnectMiddleware)  # outermost: a gone client cancels everything inside
     return app
 
 
@@ -188,9 +196,9 @@ class UnexpectedErrorMiddleware:
         try:
             await self.app(scope, receive, tracking_send)
         except asyncio.CancelledError:
-            # uvicorn cancels requests still running when its graceful-shutdown time is up;
-            # one line, not one traceback per in-flight request.
-            logger.info("%s %s cancelled by shutdown", scope.get("method"), scope.get("path"))
+            # The client went away (CancelOnDisconnectMiddleware), or uvicorn's graceful-shutdown
+            # time is up; one line, not one traceback per in-flight request.
+            logger.info("%s %s cancelled", scope.get("method"), scope.get("path"))
         except Exception as exc:
             logger.exception("unhandled error in %s %s", scope.get("method"), scope.get("path"))
             if started:

@@ -27,8 +27,9 @@ from ng_cli.errors import (
     UpstreamUnavailableError,
 )
 from ng_cli.servers.deadline import DEADLINE_HEADER, remaining_s
+from ng_cli.servers.sse import iter_sse_json
 
-__all__ = ["HttpClient", "RetryPolicy", "Timeouts", "is_retryable"]
+__all__ = ["HttpClient", "RetryPolicy", "Timeouts", "error_envelope", "is_retryable"]
 
 _JSON_HEADERS = {"Content-Type": "application/json"}
 
@@ -79,14 +80,14 @@ def is_retryable(error: BaseException) -> bool:
     if isinstance(error, UpstreamDownError):
         return False
     if isinstance(error, UpstreamHTTPError):
-        if error.status in (502, 503, 504) and _envelope_of(error.body).get("server"):
+        if error.status in (502, 503, 504) and error_envelope(error.body).get("server"):
             return False
         return error.status >= 500
     return isinstance(error, UpstreamTimeoutError | UpstreamUnavailableError)
 
 
-def _envelope_of(body: str) -> dict[str, Any]:
-    """The `error` object of our (OpenAI-style) envelope, or {}."""
+def error_envelope(body: str) -> dict[str, Any]:
+    """The `error` object of the OpenAI-style envelope our servers answer with, or {}."""
     try:
         parsed = orjson.loads(body) if body else None
     except orjson.JSONDecodeError:
@@ -180,6 +181,49 @@ class HttpClient:
                 f"{method} {url} answered with a body that is not JSON: {_short(body.decode('utf-8', 'replace'))}"
             ) from exc
 
+    @asynccontextmanager
+    async def stream_json(
+        self,
+        url: str,
+        payload: Any,
+        *,
+        headers: Mapping[str, str] | None = None,
+        timeouts: Timeouts | None = None,
+    ) -> AsyncIterator[AsyncIterator[dict[str, Any]]]:
+        """POST and read the answer as server-sent events: the JSON object of each `data:` line.
+
+        Errors before and during the stream are the UpstreamError tree, as for `request_json`;
+        an error status is raised before anything is yielded. Leaving the block early (the
+        caller's client went away) closes the connection, which is how vLLM learns to abort.
+        """
+        timeouts = timeouts or self.timeouts
+        all_headers = {**_JSON_HEADERS, "Accept": "text/event-stream", **(headers or {})}
+        left = remaining_s()
+        if left is not None:
+            if left <= 0:
+                raise UpstreamTimeoutError(
+                    f"POST {url} not sent: the caller's deadline has passed", endpoint=url
+                )
+            timeouts = timeouts.capped(left)
+            all_headers[DEADLINE_HEADER] = f"{left:.3f}"
+        async with self._translated_errors(url, timeouts):
+            response = await self.session.post(
+                url, data=orjson.dumps(payload), headers=all_headers, timeout=timeouts.to_aiohttp()
+            )
+        try:
+            if response.status >= 400:
+                async with self._translated_errors(url, timeouts):
+                    body = await response.read()
+                raise _http_error("POST", url, response.status, body.decode("utf-8", "replace"))
+            yield self._translated_events(iter_sse_json(response.content), url, timeouts)
+        finally:
+            # Read to the end: the connection goes back to the pool. Left early (the caller's
+            # client went away, or the stream broke): closed, so the server stops generating.
+            if response.content.at_eof():
+                response.release()
+            else:
+                response.close()
+
     async def post_json(self, url: str, payload: Any, **kwargs: Any) -> Any:
         return await self.request_json("POST", url, json=payload, **kwargs)
 
@@ -200,6 +244,14 @@ class HttpClient:
                     raise  # the caller would be gone before the retry answers
                 await asyncio.sleep(delay_s)
         raise AssertionError("RetryPolicy.max_attempts must be >= 1")
+
+    async def _translated_events(
+        self, events: AsyncIterator[dict[str, Any]], url: str, timeouts: Timeouts
+    ) -> AsyncIterator[dict[str, Any]]:
+        """The events, with a failure while reading them (connection cut, read timeout) typed."""
+        async with self._translated_errors(url, timeouts):
+            async for event in events:
+                yield event
 
     @asynccontextmanager
     async def _translated_errors(self, url: str, timeouts: Timeouts) -> AsyncIterator[None]:
@@ -222,7 +274,7 @@ class HttpClient:
 def _http_error(method: str, url: str, status: int, text: str) -> UpstreamError:
     """The error for an HTTP error answer; one of our servers' open-circuit 503 keeps its type."""
     message = f"{method} {url} answered HTTP {status}: {_short(text)}"
-    envelope = _envelope_of(text)
+    envelope = error_envelope(text)
     if status == 503 and envelope.get("type") == UPSTREAM_DOWN_TYPE:
         down_s = envelope.get("upstream_down_s")
         return UpstreamDownError(

@@ -1,4 +1,5 @@
-"""The token-id contract between turns (and, later, splicing and drift checks)."""
+"""Token ids between turns: the contract (contract.py), token-exact prompts (chat_template.py,
+splice.py) and the drift check (drift.py)."""
 
 from __future__ import annotations
 

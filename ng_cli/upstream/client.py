@@ -20,7 +20,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
+from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any
 
 from ng_cli.conversion.overflow import is_context_overflow
@@ -109,6 +110,90 @@ class UpstreamClient:
                 await asyncio.sleep(delay_s)
                 budget_s -= delay_s
 
+    @asynccontextmanager
+    async def stream(
+        self, path: str, payload: Any, *, session_id: str | None
+    ) -> AsyncIterator[AsyncIterator[dict[str, Any]]]:
+        """POST a streaming request; yields its events. Failover happens before the first event
+        (nothing has reached our caller yet); an error after it is raised to the caller, who has
+        already sent bytes and must end its own stream with an error event."""
+        caller_s = remaining_s()
+        budget_s = self.deadline_s if caller_s is None else min(self.deadline_s, caller_s)
+        attempt = 0
+        while True:
+            endpoint = self.pool.route(session_id)
+            if endpoint is None:
+                budget_s = await self._wait_for_endpoint(budget_s)
+                continue
+            if attempt and _caller_gave_up():
+                raise UpstreamTimeoutError(
+                    f"{path}: the caller's deadline passed before attempt {attempt + 1}"
+                )
+            attempt += 1
+            stack = AsyncExitStack()
+            try:
+                events = await stack.enter_async_context(
+                    self._stream_attempt(endpoint, endpoint.base_url + path, payload)
+                )
+                first = await anext(events, None)
+            except BaseException as error:
+                await stack.aclose()
+                if not isinstance(error, UpstreamError) or not is_retryable(error):
+                    raise
+                if attempt >= self.retry.max_attempts or budget_s <= 0:
+                    raise
+                self.metrics.endpoints[endpoint.base_url].retries.inc()
+                delay_s = min(self.retry.delay_s(attempt), budget_s)
+                await asyncio.sleep(delay_s)
+                budget_s -= delay_s
+                continue
+            async with stack:
+                yield _prepended(first, events)
+            return
+
+    @asynccontextmanager
+    async def _stream_attempt(
+        self, endpoint: Endpoint, url: str, payload: Any
+    ) -> AsyncIterator[AsyncIterator[dict[str, Any]]]:
+        """One streamed attempt, accounted like `_attempt` (in flight, latency, outcome)."""
+        metrics = self.metrics.endpoints[endpoint.base_url]
+        outcome = "ok"
+        self.pool.begin(endpoint)
+        started = time.perf_counter()
+        try:
+            async with self.http.stream_json(
+                url, payload, headers=self.headers, timeouts=self.timeouts
+            ) as events:
+                yield events
+        except UpstreamHTTPError as error:
+            if error.status >= 500:
+                outcome = "server_error"
+                self._endpoint_failed(endpoint, f"HTTP {error.status}")
+                raise
+            translated = _client_error(error, endpoint)
+            outcome = "context_overflow" if isinstance(translated, ContextOverflowError) else "client_error"
+            raise translated from None
+        except UpstreamTimeoutError:
+            outcome = "timeout"
+            if not _caller_gave_up():
+                self._endpoint_failed(endpoint, f"stream timed out (read {self.timeouts.read_s:g} s)")
+            raise
+        except UpstreamUnavailableError as error:
+            outcome = "unavailable"
+            self._endpoint_failed(endpoint, _cause(error))
+            raise
+        except InvalidOutputError:
+            outcome = "invalid"
+            raise
+        except (asyncio.CancelledError, GeneratorExit):
+            outcome = "aborted"  # our caller went away; closing the connection makes vLLM abort
+            raise
+        finally:
+            self.pool.end(endpoint)
+            metrics.latency.observe(time.perf_counter() - started)
+            metrics.outcomes[outcome].inc()
+        self.pool.record_success(endpoint)
+
     async def _attempt(self, endpoint: Endpoint, url: str, payload: Any) -> Any:
         metrics = self.metrics.endpoints[endpoint.base_url]
         outcome = "ok"
@@ -139,6 +224,9 @@ class UpstreamClient:
             raise
         except InvalidOutputError:
             outcome = "invalid"
+            raise
+        except asyncio.CancelledError:
+            outcome = "aborted"  # our caller went away; the closed connection makes vLLM abort
             raise
         finally:
             self.pool.end(endpoint)
@@ -218,3 +306,14 @@ def _client_error(error: UpstreamHTTPError, endpoint: Endpoint) -> UpstreamHTTPE
 def _cause(error: UpstreamUnavailableError) -> str:
     cause = error.__cause__
     return f"{type(cause).__name__}: {cause}" if cause is not None else error.message
+
+
+async def _prepended(
+    first: dict[str, Any] | None, rest: AsyncIterator[dict[str, Any]]
+) -> AsyncIterator[dict[str, Any]]:
+    """The stream again, its first event (already read to decide on failover) included."""
+    if first is None:
+        return
+    yield first
+    async for event in rest:
+        yield event

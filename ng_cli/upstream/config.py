@@ -8,6 +8,7 @@ implicit defaults"), so a missing one is a config error that names it.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any, ClassVar, Literal
 from urllib.parse import urlsplit, urlunsplit
 
@@ -16,6 +17,7 @@ from pydantic import Field, SecretStr, field_validator, model_validator
 from ng_cli.config.nemo_gym import NemoGymKey
 from ng_cli.config.schema import ModelServerConfig
 from ng_cli.servers.http import RetryPolicy, Timeouts
+from ng_cli.tokens.chat_template import find_tokenizer_dir
 
 __all__ = ["OpenAIModelConfig", "UpstreamConfig", "VllmModelConfig", "checked_url", "root_url_of"]
 
@@ -149,6 +151,17 @@ class VllmModelConfig(UpstreamConfig):
     sampling_overrides: dict[str, Any] | None = None
     """Sampling fields (temperature, top_p, ...) put on every request to vLLM, replacing what the
     caller sent: on-policy training pins the distribution the policy is optimised under."""
+    token_exact: bool | Literal["auto"] = False
+    """Send `/v1/responses` prompts as token ids: the previous turn's exact prompt + generation
+    ids, then the chat template's tail (tool results, the next user message, the generation
+    prompt), through vLLM's `/v1/completions`, so no turn re-tokenizes the history (see
+    docs/conversion.md, "Token-exact prompts"). Needs `return_token_id_information` and the model's
+    tokenizer (`tokenizer_path`, or `model` naming a local directory); "auto": on when both are there."""
+    tokenizer_path: str | None = None
+    """A local directory with the served model's `tokenizer.json` and `tokenizer_config.json`
+    (chat template), for `token_exact`; default: `model`, when it is a local directory."""
+    tool_call_parser: Literal["hermes"] = "hermes"
+    """How `token_exact` reads tool calls out of generated text (vLLM's `--tool-call-parser` name)."""
 
     nemo_gym_keys: ClassVar[dict[str, NemoGymKey]] = {
         "propagate_context_overflow_errors": NemoGymKey(
@@ -171,13 +184,43 @@ class VllmModelConfig(UpstreamConfig):
             False, "conversation_params (a TensorRT-LLM extension) is never sent"
         ),
         "audio_root": NemoGymKey(None, "audio input is not supported"),
-        "use_completions_api": NemoGymKey(False, "vLLM's /v1/completions path is not implemented"),
-        "render_chat_template": NemoGymKey(False, "only read with use_completions_api"),
-        "tokenizer": NemoGymKey(None, "only read with use_completions_api"),
+        "use_completions_api": NemoGymKey(
+            False, "token_exact: true renders and sends token prompts to /v1/completions"
+        ),
+        "render_chat_template": NemoGymKey(False, "only read with use_completions_api (see token_exact)"),
+        "tokenizer": NemoGymKey(None, "only read with use_completions_api (see tokenizer_path)"),
         "token_id_capture_non_generating_requests": NemoGymKey(
             [], "token ids are attached per response (return_token_id_information)"
         ),
     }
+
+    @model_validator(mode="after")
+    def _check_token_exact(self) -> VllmModelConfig:
+        if self.token_exact is not True:
+            return self
+        if not self.return_token_id_information:
+            raise ValueError(
+                "token_exact: true needs return_token_id_information: true (the previous turn's ids are what is spliced)"
+            )
+        if self.tokenizer_dir() is None:
+            named = (
+                f"tokenizer_path {self.tokenizer_path!r}" if self.tokenizer_path else f"model {self.model!r}"
+            )
+            raise ValueError(
+                f"token_exact: true needs the model's tokenizer, but {named} is not a local directory with "
+                "tokenizer.json and tokenizer_config.json; set tokenizer_path to one"
+            )
+        return self
+
+    def tokenizer_dir(self) -> Path | None:
+        """Where the tokenizer is (`tokenizer_path`, else `model` as a directory), or None."""
+        return find_tokenizer_dir(self.tokenizer_path or self.model)
+
+    def wants_token_exact(self) -> bool:
+        """`token_exact` resolved: true, or "auto" with token ids on and a tokenizer found."""
+        if self.token_exact == "auto":
+            return self.return_token_id_information and self.tokenizer_dir() is not None
+        return bool(self.token_exact)
 
     @field_validator("base_url")
     @classmethod

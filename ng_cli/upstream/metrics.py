@@ -22,7 +22,16 @@ __all__ = ["CONTENT_TYPE", "OUTCOMES", "EndpointMetrics", "UpstreamMetrics", "in
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
-OUTCOMES = ("ok", "client_error", "context_overflow", "server_error", "timeout", "unavailable", "invalid")
+OUTCOMES = (
+    "ok",
+    "client_error",
+    "context_overflow",
+    "server_error",
+    "timeout",
+    "unavailable",
+    "invalid",
+    "aborted",
+)
 """Outcome label of `ng_model_upstream_requests_total`: one per attempt."""
 
 _LATENCY_BUCKETS_S = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600)
@@ -73,6 +82,12 @@ class UpstreamMetrics:
         self.context_overflows = Counter(
             "ng_model_context_overflows",
             "Calls whose prompt exceeded the model's context (answered with an empty, incomplete response).",
+            registry=self.registry,
+        )
+        self.aborted = Counter(
+            "ng_model_aborted_requests",
+            "Requests whose client went away (disconnect, timeout) before the answer; their "
+            "upstream generation was aborted, not left running.",
             registry=self.registry,
         )
         self.prompt_tokens = Counter(

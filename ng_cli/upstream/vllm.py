@@ -6,6 +6,9 @@
     /v1/chat/completions  body + config (model, extra_body, chat_template_kwargs, token-id
                           switches) -> POST <base>/chat/completions -> vLLM's answer
 
+With `token_exact`, /v1/responses sends the chat body's prompt as spliced token ids to
+`<base>/completions` instead (`token_exact.TokenExactChat`); the rest is the same.
+
 A context overflow (vLLM's 400 "maximum context length ...") becomes the seed's empty answer,
 marked incomplete and counted in `ng_model_context_overflows_total`. Every other error keeps
 its type and travels to the error handlers.
@@ -30,8 +33,9 @@ from ng_cli.tokens.contract import TokenContractError, extract_token_info, needs
 from ng_cli.upstream.client import UpstreamClient
 from ng_cli.upstream.config import VllmModelConfig
 from ng_cli.upstream.metrics import UpstreamMetrics
+from ng_cli.upstream.token_exact import TokenExactChat
 
-__all__ = ["VllmChat"]
+__all__ = ["VllmChat", "parse_request"]
 
 _TOKEN_ID_SWITCHES = {
     "logprobs": True,
@@ -55,10 +59,18 @@ _RENDERING_FIELDS = (
 class VllmChat:
     """The two routes of vllm_model over an `UpstreamClient`."""
 
-    def __init__(self, config: VllmModelConfig, client: UpstreamClient, metrics: UpstreamMetrics) -> None:
+    def __init__(
+        self,
+        config: VllmModelConfig,
+        client: UpstreamClient,
+        metrics: UpstreamMetrics,
+        *,
+        token_exact: TokenExactChat | None = None,
+    ) -> None:
         self.config = config
         self.client = client
         self.metrics = metrics
+        self.token_exact = token_exact
         self.wants_token_ids = config.return_token_id_information
         asks_engine = config.request_prompt_and_generation_token_ids
         self.uses_tokenize_only = (
@@ -67,7 +79,19 @@ class VllmChat:
 
     async def respond(self, body: dict[str, Any], *, session_id: str | None) -> dict[str, Any]:
         """A Responses API answer for one `POST /v1/responses` body."""
-        request = _parse_request(body)
+        request = parse_request(body)
+        chat = self.responses_chat(request)
+        try:
+            if self.token_exact is not None:
+                completion = await self.token_exact.complete(chat, session_id=session_id)
+            else:
+                completion = await self.client.post("/chat/completions", chat, session_id=session_id)
+        except ContextOverflowError as error:
+            return self.overflow_response(request, error)
+        return await self.finish_response(_object(completion), request, chat, session_id=session_id)
+
+    def responses_chat(self, request: ResponsesRequest) -> dict[str, Any]:
+        """The chat body vLLM gets for a Responses request (config applied)."""
         config = self.config
         chat = to_chat_request(
             request,
@@ -84,12 +108,22 @@ class VllmChat:
         if self.uses_tokenize_only:
             chat.pop("return_token_ids", None)
         chat.update(config.sampling_overrides or {})
-        try:
-            completion = await self.client.post("/chat/completions", chat, session_id=session_id)
-        except ContextOverflowError as error:
-            self.metrics.context_overflows.inc()
-            return empty_overflow_response(request, model=config.model, message=error.message)
-        completion = _object(completion)
+        return chat
+
+    def overflow_response(self, request: ResponsesRequest, error: ContextOverflowError) -> dict[str, Any]:
+        """The seed's empty answer to a prompt past the context, marked incomplete and counted."""
+        self.metrics.context_overflows.inc()
+        return empty_overflow_response(request, model=self.config.model, message=error.message)
+
+    async def finish_response(
+        self,
+        completion: dict[str, Any],
+        request: ResponsesRequest,
+        chat: dict[str, Any],
+        *,
+        session_id: str | None,
+    ) -> dict[str, Any]:
+        """vLLM's completion (whole, or added up from a stream) as the Response, token ids attached."""
         self.metrics.record_usage(completion.get("usage"))
         fallback = None
         if self.wants_token_ids and needs_prompt_tokenization(completion):
@@ -97,15 +131,15 @@ class VllmChat:
         return to_response(
             completion,
             request=request,
-            model=config.model,
-            uses_reasoning_parser=config.uses_reasoning_parser,
+            model=self.config.model,
+            uses_reasoning_parser=self.config.uses_reasoning_parser,
             wants_token_ids=self.wants_token_ids,
             prompt_token_ids_fallback=fallback,
         )
 
     async def chat(self, body: dict[str, Any], *, session_id: str | None) -> dict[str, Any]:
         """vLLM's answer to one `POST /v1/chat/completions` body, with the config applied."""
-        chat = self._chat_body(body)
+        chat = self.chat_body(body)
         try:
             completion = await self.client.post("/chat/completions", chat, session_id=session_id)
         except ContextOverflowError as error:
@@ -119,10 +153,8 @@ class VllmChat:
             extract_token_info(completion)  # the contract's checks (n == 1, lengths, logprobs); raises
         return completion
 
-    def _chat_body(self, body: dict[str, Any]) -> dict[str, Any]:
+    def chat_body(self, body: dict[str, Any]) -> dict[str, Any]:
         """Config under the request (the request's own keys win), model and token switches over it."""
-        if body.get("stream"):
-            raise BadRequestError("stream=true is not supported by vllm_model", hint="send stream=false")
         if not isinstance(body.get("messages"), list):
             raise BadRequestError("a chat completion request needs a 'messages' list")
         n = body.get("n")
@@ -175,7 +207,8 @@ def _reasoning_form(config: VllmModelConfig) -> ReasoningForm:
     return "field" if config.uses_interleaved_reasoning else "drop"
 
 
-def _parse_request(body: dict[str, Any]) -> ResponsesRequest:
+def parse_request(body: dict[str, Any]) -> ResponsesRequest:
+    """The body as a ResponsesRequest, or a BadRequestError naming the first problems."""
     try:
         return ResponsesRequest.model_validate(body)
     except ValidationError as exc:

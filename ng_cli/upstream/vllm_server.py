@@ -6,16 +6,24 @@ explained; routes, conversion, token ids, routing, failover and metrics are thes
 
 from __future__ import annotations
 
+import asyncio
+import time
 from typing import Any, TypeVar
 
 from fastapi import FastAPI, Request
+from fastapi.responses import Response
 
-from ng_cli.errors import NgError, UpstreamTimeoutError
+from ng_cli.conversion.tool_calls import TOOL_CALL_PARSERS
+from ng_cli.errors import ConfigError, NgError, NotFoundError, UpstreamTimeoutError
 from ng_cli.servers import JSONResponse, ModelServer, read_generation_request, session_id
+from ng_cli.servers.app import event_stream
+from ng_cli.tokens.chat_template import ChatTokenizer
 from ng_cli.upstream.config import VllmModelConfig
 from ng_cli.upstream.metrics import install_metrics_route
 from ng_cli.upstream.runtime import Upstream
+from ng_cli.upstream.token_exact import TokenExactChat
 from ng_cli.upstream.vllm import VllmChat
+from ng_cli.upstream.vllm_stream import VllmStreams
 
 __all__ = ["VllmModelServer"]
 
@@ -23,12 +31,29 @@ C = TypeVar("C", bound=VllmModelConfig)
 
 
 class VllmModelServer(ModelServer[C]):
-    """`POST /v1/responses`, `POST /v1/chat/completions`, `GET /metrics` over vLLM endpoints."""
+    """`POST /v1/responses`, `POST /v1/chat/completions` (each with `stream: true` too),
+    `GET /metrics` over vLLM endpoints."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.upstream = Upstream(self.upstream_config(), self.http, server=self.name)
-        self.vllm = VllmChat(self.upstream.config, self.upstream.client, self.upstream.metrics)  # type: ignore[arg-type]
+        config: VllmModelConfig = self.upstream.config  # type: ignore[assignment]
+        self.vllm = VllmChat(
+            config, self.upstream.client, self.upstream.metrics, token_exact=self._token_exact(config)
+        )
+        self.streams = VllmStreams(self.vllm)
+        self.started_at = int(time.time())
+
+    def _token_exact(self, config: VllmModelConfig) -> TokenExactChat | None:
+        """The tokenizer and parser of `token_exact`, loaded once at start (None when it is off)."""
+        directory = config.tokenizer_dir()
+        if not config.wants_token_exact() or directory is None:
+            return None
+        try:
+            tokenizer = ChatTokenizer.load(directory)
+        except NgError as error:
+            raise ConfigError(f"'{self.name}': token_exact: {error.message}", hint=error.hint) from None
+        return TokenExactChat(tokenizer, TOOL_CALL_PARSERS[config.tool_call_parser], self.upstream.client)
 
     def upstream_config(self) -> VllmModelConfig:
         """The config the upstream calls run with (a subclass may adjust its budgets)."""
@@ -46,19 +71,48 @@ class VllmModelServer(ModelServer[C]):
 
     def setup_routes(self, app: FastAPI) -> None:
         @app.post("/v1/responses")
-        async def responses(request: Request) -> JSONResponse:
+        async def responses(request: Request) -> Response:
             body = await read_generation_request(request)
+            session = session_id(request)
             try:
-                return JSONResponse(await self.vllm.respond(body, session_id=session_id(request)))
+                if body.get("stream"):
+                    return event_stream(await self.streams.open_responses(body, session_id=session))
+                return JSONResponse(await self.vllm.respond(body, session_id=session))
             except UpstreamTimeoutError as error:
                 raise self.timeout_error(error) from error
+            except asyncio.CancelledError:
+                self.upstream.metrics.aborted.inc()  # the client went away; vLLM was told by the closed connection
+                raise
 
         @app.post("/v1/chat/completions")
-        async def chat_completions(request: Request) -> JSONResponse:
+        async def chat_completions(request: Request) -> Response:
             body = await read_generation_request(request)
+            session = session_id(request)
             try:
-                return JSONResponse(await self.vllm.chat(body, session_id=session_id(request)))
+                if body.get("stream"):
+                    return event_stream(await self.streams.open_chat(body, session_id=session))
+                return JSONResponse(await self.vllm.chat(body, session_id=session))
             except UpstreamTimeoutError as error:
                 raise self.timeout_error(error) from error
+            except asyncio.CancelledError:
+                self.upstream.metrics.aborted.inc()  # the client went away; vLLM was told by the closed connection
+                raise
+
+        @app.get("/v1/models")
+        async def models() -> JSONResponse:
+            return JSONResponse({"object": "list", "data": [self._model_card()]})
+
+        @app.get("/v1/models/{model_id:path}")
+        async def model(model_id: str) -> JSONResponse:
+            if model_id != self.config.model:
+                raise NotFoundError(
+                    f"The model {model_id!r} does not exist on this server; it serves {self.config.model!r}",
+                    param="model",
+                )
+            return JSONResponse(self._model_card())
 
         install_metrics_route(app, self.upstream.metrics)
+
+    def _model_card(self) -> dict[str, Any]:
+        """The OpenAI `Model` object of the one model this server serves (what SDKs list)."""
+        return {"id": self.config.model, "object": "model", "created": self.started_at, "owned_by": "ng_cli"}

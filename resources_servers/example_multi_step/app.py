@@ -5,6 +5,12 @@ The question ("what do all of Carol's orders add up to?") needs every tool in tu
 environment remembers, per session, which ids it has handed to the model; a call that uses an
 id the model was never given (a guess, or a step skipped) still answers but is recorded as out
 of order. Verify gives 1.0 only for the right total reached along a valid path.
+
+NeMo Gym's environment of the same name is a synonym task: `get_synonym_value(synonym)` (the
+sum of the word's character codes) and `extract_synonym_values(synonym_values)`, scored 1.0 when
+the last extraction equals the row's `expected_synonym_values`. Both tools are here too, and a
+row with that key and no `expected_answer` is scored by NeMo Gym's rule (`nemo_gym_verdict`), so
+its data runs here unchanged.
 """
 
 from __future__ import annotations
@@ -15,7 +21,8 @@ from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+import orjson
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ng_cli.config.schema import ResourcesServerConfig
 from ng_cli.servers import ResourcesServer, ToolError, VerifyRequest, tool
@@ -66,6 +73,22 @@ class GetOrdersArgs(_Args):
 
 class GetOrderTotalArgs(_Args):
     order_id: str = Field(min_length=1, max_length=100)
+
+
+class GetSynonymValueArgs(BaseModel):
+    synonym: str
+
+
+class ExtractSynonymValuesArgs(BaseModel):
+    synonym_values: list[int]
+
+
+class SynonymRow(BaseModel):
+    """The verifier inputs of a NeMo Gym example_multi_step row."""
+
+    expected_synonym_values: list[int] = Field(min_length=1)
+    minefield_label: str
+    minefield_label_value: int
 
 
 @dataclass
@@ -129,7 +152,21 @@ class ExampleMultiStep(ResourcesServer[ResourcesServerConfig]):
             trail.out_of_order.append(f"get_order_total({args.order_id}) before get_orders returned it")
         return {"order_id": args.order_id, "total": float(total), "currency": "USD"}
 
+    @tool
+    async def get_synonym_value(self, session_id: str, args: GetSynonymValueArgs) -> dict[str, Any]:
+        """NeMo Gym's synonym tool: the value of a word is the sum of its character codes."""
+        return {"synonym_value": sum(map(ord, args.synonym))}
+
+    @tool
+    async def extract_synonym_values(self, session_id: str, args: ExtractSynonymValuesArgs) -> dict[str, Any]:
+        """NeMo Gym's answer tool: the model hands in its values (verify reads the call)."""
+        return {"success": True}
+
     async def verify(self, session_id: str, request: VerifyRequest) -> Mapping[str, Any]:
+        extra = request.model_extra or {}
+        if "expected_answer" not in extra and "expected_synonym_values" in extra:
+            self.trails.pop(session_id, None)
+            return nemo_gym_verdict(request)
         expected = _decimal(request.extra("expected_answer"))
         if expected is None:
             raise ToolError(
@@ -146,6 +183,44 @@ class ExampleMultiStep(ResourcesServer[ResourcesServerConfig]):
             "used_all_tools": float(used_all_tools),
             "tool_calls": len(trail.calls),
         }
+
+
+def nemo_gym_verdict(request: VerifyRequest) -> dict[str, Any]:
+    """NeMo Gym's example_multi_step verify: the last `extract_synonym_values` call's values must
+    equal the expected ones, in order. Arguments that are not valid JSON count as no extraction
+    (NeMo Gym answers 500 there; a model's bad output is a 0.0 here, not a server error)."""
+    try:
+        row = SynonymRow.model_validate(request.model_extra or {})
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        where = ".".join(str(part) for part in error["loc"])
+        raise ToolError(f"invalid NeMo Gym example_multi_step row: {where}: {error['msg']}") from None
+    actual = _last_extraction(request.response.get("output"))
+    expected = row.expected_synonym_values
+    accuracy = expected == actual
+    set_overlap = len(set(actual) & set(expected)) / len(expected)
+    return {
+        "reward": float(accuracy),
+        "parsed_synonym_values": actual,
+        "accuracy": accuracy,
+        "set_overlap": set_overlap,
+        "original_term_minefield_hit": row.minefield_label in actual or row.minefield_label_value in actual,
+        "order_instruction_following_failure": not accuracy and set_overlap == 1.0,
+    }
+
+
+def _last_extraction(output: Any) -> list[Any]:
+    """`synonym_values` of the last `extract_synonym_values` call in the output, else []."""
+    for item in reversed(output if isinstance(output, list) else []):
+        if isinstance(item, Mapping) and item.get("type") == "function_call":
+            if item.get("name") != "extract_synonym_values":
+                continue
+            try:
+                values = orjson.loads(item.get("arguments") or "").get("synonym_values")
+            except (orjson.JSONDecodeError, AttributeError):
+                return []
+            return values if isinstance(values, list) else []
+    return []
 
 
 def numbers_in(text: str) -> set[Decimal]:

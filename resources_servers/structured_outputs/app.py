@@ -5,6 +5,10 @@ json_schema`, with the `schema`), which is also the schema verify checks against
 carry its own `json_schema` instead. A final message that is not JSON, or JSON that breaks the
 schema, earns 0.0 and a `reason` saying what is wrong (never an error). A schema that is not a
 valid JSON Schema is the row's fault: verify answers 400 naming it.
+
+NeMo Gym's rows of the same environment carry `schema_str` (and `schema_type`, `response_mode`)
+instead; such a row, without our `json_schema`, is scored by NeMo Gym's rule
+(`structured_rows.nemo_gym_verdict`), so its data runs here unchanged.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ import jsonschema
 import orjson
 from jsonschema.exceptions import SchemaError, best_match
 from jsonschema.protocols import Validator
+from structured_rows import SCHEMA_TYPES, nemo_gym_verdict
 
 from ng_cli.config.schema import ResourcesServerConfig
 from ng_cli.errors import BadRequestError
@@ -33,6 +38,9 @@ class StructuredOutputs(ResourcesServer[StructuredOutputsConfig]):
     config_class = StructuredOutputsConfig
 
     async def verify(self, session_id: str, request: VerifyRequest) -> Mapping[str, Any]:
+        row = request.model_extra or {}
+        if "schema_str" in row and "json_schema" not in row:
+            return nemo_gym_verdict(_checked_nemo_gym_row(row), request.response)
         validator = self.validator_for(row_schema(request))
         text = request.final_assistant_text()
         if not text.strip():
@@ -74,3 +82,20 @@ def row_schema(request: VerifyRequest) -> dict[str, Any]:
             "responses_create_params.text.format = {type: json_schema, name: ..., schema: {...}}"
         )
     return schema
+
+
+def _checked_nemo_gym_row(row: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The row, once its NeMo Gym keys have the types the rule reads (else a 400 naming the key)."""
+    if not isinstance(row.get("schema_str"), str):
+        raise BadRequestError(
+            f"the row's 'schema_str' must be a JSON schema as a string, got {row['schema_str']!r:.100}"
+        )
+    schema_type = row.get("schema_type", "json")
+    if not isinstance(schema_type, str) or schema_type.lower() not in SCHEMA_TYPES:
+        raise BadRequestError(
+            f"the row's 'schema_type' must be one of {', '.join(SCHEMA_TYPES)}, got {schema_type!r}"
+        )
+    for key in ("tool_name", "tool_payload_key", "response_mode"):
+        if row.get(key) is not None and not isinstance(row[key], str):
+            raise BadRequestError(f"the row's {key!r} must be a string, got {row[key]!r}")
+    return row

@@ -33,8 +33,16 @@ import orjson
 from pydantic import BaseModel, ConfigDict, Field
 
 from ng_cli.config.schema import AgentServerConfig
-from ng_cli.errors import BadRequestError, InvalidOutputError, UpstreamHTTPError, UpstreamUnavailableError
+from ng_cli.errors import (
+    BadRequestError,
+    InvalidOutputError,
+    UpstreamError,
+    UpstreamHTTPError,
+    UpstreamUnavailableError,
+)
 from ng_cli.servers import AgentServer, RetryPolicy, Timeouts
+from ng_cli.servers.agent_stream import AgentEvents
+from ng_cli.servers.http import is_retryable
 
 __all__ = ["HopConfig", "SimpleAgent", "SimpleAgentConfig"]
 
@@ -87,15 +95,23 @@ class SimpleAgent(AgentServer[SimpleAgentConfig]):
 
     config_class: ClassVar[type[SimpleAgentConfig]] = SimpleAgentConfig
 
-    async def respond(self, params: dict[str, Any], *, cookies: dict[str, str]) -> dict[str, Any]:
-        """The tool loop for one Responses create body; returns the whole trajectory as `output`."""
+    async def respond(
+        self, params: dict[str, Any], *, cookies: dict[str, str], events: AgentEvents | None = None
+    ) -> dict[str, Any]:
+        """The tool loop for one Responses create body; returns the whole trajectory as `output`.
+        With `events` (`stream: true`), the model's turns are streamed and every item is relayed."""
         history = input_items(params.get("input"))
         declared = declared_tools(params)
         trajectory: list[dict[str, Any]] = []
         usage: dict[str, Any] | None = None
         response: dict[str, Any] = {}
+        params = {key: value for key, value in params.items() if key != "stream"}
         for _ in range(self.config.max_steps):
-            response = await self._call_model({**params, "input": history + trajectory}, cookies)
+            body = {**params, "input": history + trajectory}
+            if events is None:
+                response = await self._call_model(body, cookies)
+            else:
+                response = await self._stream_model(body, cookies, events, offset=len(trajectory))
             output = response["output"]
             trajectory.extend(output)
             usage = add_usage(usage, response.get("usage"))
@@ -104,6 +120,8 @@ class SimpleAgent(AgentServer[SimpleAgentConfig]):
                 break
             for call in calls:
                 trajectory.append(await self._run_tool(call, declared, cookies))
+                if events is not None:
+                    events.item(trajectory[-1], output_index=len(trajectory) - 1)
         else:
             # The model still wanted tools when the budget ran out: say so instead of looking done.
             response = {**response, "status": "incomplete", "incomplete_details": {"reason": "max_steps"}}
@@ -116,6 +134,25 @@ class SimpleAgent(AgentServer[SimpleAgentConfig]):
             url, body, retry=hop.retry(), cookies=cookies, timeouts=hop.timeouts()
         )
         return checked_response(answer, url)
+
+    async def _stream_model(
+        self, body: dict[str, Any], cookies: dict[str, str], events: AgentEvents, *, offset: int
+    ) -> dict[str, Any]:
+        """One streamed model call, retried (as `_call_model` is) while nothing was relayed yet."""
+        hop = self.config.model_call
+        url = f"{self.model_url}/v1/responses"
+        for attempt in range(1, hop.max_attempts + 1):
+            relayed = events.sequence
+            try:
+                answer = await events.relay_turn(
+                    self.http, url, body, cookies=cookies, timeouts=hop.timeouts(), offset=offset
+                )
+                return checked_response(answer, url)
+            except UpstreamError as error:
+                if attempt == hop.max_attempts or events.sequence != relayed or not is_retryable(error):
+                    raise
+                await asyncio.sleep(hop.retry().delay_s(attempt))
+        raise AssertionError("HopConfig.max_attempts must be >= 1")
 
     async def _run_tool(
         self, call: dict[str, Any], declared: frozenset[str], cookies: dict[str, str]

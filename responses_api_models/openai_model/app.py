@@ -2,18 +2,23 @@
 
 The body is forwarded unchanged except `model`, which the config sets. Endpoint choice, retries,
 timeouts, health and metrics are the same as vllm_model's (`ng_cli.upstream`); a context
-overflow is answered as the upstream's 400 and counted.
+overflow is answered as the upstream's 400 and counted. `stream: true` relays the upstream's
+events as they come (`ng_cli.upstream.relay`).
 """
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any, ClassVar
 
 from fastapi import FastAPI, Request
+from fastapi.responses import Response
 
-from ng_cli.errors import BadRequestError, ContextOverflowError, InvalidOutputError
+from ng_cli.errors import ContextOverflowError, InvalidOutputError
 from ng_cli.servers import JSONResponse, ModelServer, read_generation_request, session_id
+from ng_cli.servers.app import event_stream
 from ng_cli.upstream import OpenAIModelConfig, Upstream, install_metrics_route, models_probe
+from ng_cli.upstream.relay import open_relay
 
 
 class OpenAIModel(ModelServer[OpenAIModelConfig]):
@@ -37,10 +42,8 @@ class OpenAIModel(ModelServer[OpenAIModelConfig]):
     async def on_shutdown(self) -> None:
         await self.upstream.stop()
 
-    async def forward(self, path: str, body: dict[str, Any], *, session: str) -> dict[str, Any]:
-        """POST `body` (with the configured model) to `<base_url><path>`; the answer as is."""
-        if body.get("stream"):
-            raise BadRequestError("stream=true is not supported by openai_model", hint="send stream=false")
+    def upstream_body(self, body: dict[str, Any]) -> dict[str, Any]:
+        """The request as the upstream gets it: config's extra_body under it, the configured model."""
         body = {**(self.config.extra_body or {}), **body, "model": self.config.model}
         if self.config.drop_input_reasoning_items and isinstance(body.get("input"), list):
             body["input"] = [
@@ -48,6 +51,11 @@ class OpenAIModel(ModelServer[OpenAIModelConfig]):
                 for item in body["input"]
                 if not (isinstance(item, dict) and item.get("type") == "reasoning")
             ]
+        return body
+
+    async def forward(self, path: str, body: dict[str, Any], *, session: str) -> dict[str, Any]:
+        """POST `body` (see `upstream_body`) to `<base_url><path>`; the answer as is."""
+        body = self.upstream_body(body)
         try:
             answer = await self.upstream.client.post(path, body, session_id=session)
         except ContextOverflowError:
@@ -60,16 +68,34 @@ class OpenAIModel(ModelServer[OpenAIModelConfig]):
 
     def setup_routes(self, app: FastAPI) -> None:
         @app.post("/v1/responses")
-        async def responses(request: Request) -> JSONResponse:
-            body = await read_generation_request(request)
-            return JSONResponse(await self.forward("/responses", body, session=session_id(request)))
+        async def responses(request: Request) -> Response:
+            return await self.answer("/responses", request)
 
         @app.post("/v1/chat/completions")
-        async def chat_completions(request: Request) -> JSONResponse:
-            body = await read_generation_request(request)
-            return JSONResponse(await self.forward("/chat/completions", body, session=session_id(request)))
+        async def chat_completions(request: Request) -> Response:
+            return await self.answer("/chat/completions", request)
 
         install_metrics_route(app, self.upstream.metrics)
+
+    async def answer(self, path: str, request: Request) -> Response:
+        """One call, streamed (`stream: true`, relayed as it comes) or not."""
+        body = await read_generation_request(request)
+        session = session_id(request)
+        try:
+            if body.get("stream"):
+                metrics = self.upstream.metrics
+                try:
+                    relay = await open_relay(
+                        self.upstream.client, metrics, path, self.upstream_body(body), session_id=session
+                    )
+                except ContextOverflowError:
+                    metrics.context_overflows.inc()
+                    raise
+                return event_stream(relay)
+            return JSONResponse(await self.forward(path, body, session=session))
+        except asyncio.CancelledError:
+            self.upstream.metrics.aborted.inc()
+            raise
 
 
 def _chat_usage(usage: Any) -> Any:

@@ -38,8 +38,8 @@ def _tiny_model_dir() -> Path:
 
 
 @pytest.fixture(scope="session")
-def vllm_engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[VllmServer]:
-    """Serve the tiny model with the CPU vLLM for the whole session (start-up takes ~15-25 s)."""
+def vllm_env() -> None:
+    """Skip the test when the CPU vLLM env is not built; fail instead when NG_REQUIRE_ENGINE is set."""
     if not is_vllm_env_ready():
         reason = (
             f"the CPU vLLM env is not built at {vllm_venv_dir()}; run: bash scripts/build_vllm_cpu_env.sh"
@@ -47,6 +47,11 @@ def vllm_engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[VllmServer
         if _is_engine_required():
             pytest.fail(f"NG_REQUIRE_ENGINE is set and {reason}", pytrace=False)
         pytest.skip(reason)
+
+
+@pytest.fixture(scope="session")
+def vllm_engine(vllm_env: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[VllmServer]:
+    """Serve the tiny model with the CPU vLLM for the whole session (start-up takes ~15-25 s)."""
     model_dir = build_tiny_model(_tiny_model_dir())
     with VllmServer.start(
         model_dir,

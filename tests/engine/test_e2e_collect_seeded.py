@@ -20,24 +20,22 @@ from typing import Any
 
 import pytest
 
-from ng_cli.engines.local_vllm import VllmServer, is_vllm_env_ready, vllm_venv_dir
-from ng_cli.quickstart.plan import EMBEDDED_MODEL, EXAMPLE_CONFIG_PATHS, write_env_file
+from ng_cli.engines.local_vllm import VllmServer
+from ng_cli.quickstart.plan import EMBEDDED_MODEL, write_env_file
 from ng_cli.quickstart.processes import console_script
 from tests.fixtures.stack.harness import MARKER_VAR, marked_pids
 
 ROOT = Path(__file__).resolve().parents[2]
 REPEATS = 3
+# The engine is started once for both runs (module fixture), so the stack uses vllm_model against it.
+CONFIG_PATHS = (
+    "resources_servers/example_single_tool_call/configs/example_single_tool_call.yaml",
+    "responses_api_models/vllm_model/configs/vllm_model.yaml",
+)
 
 
 @pytest.fixture(scope="module")
-def weather_engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[VllmServer]:
-    if not is_vllm_env_ready():
-        reason = (
-            f"the CPU vLLM env is not built at {vllm_venv_dir()}; run: bash scripts/build_vllm_cpu_env.sh"
-        )
-        if os.environ.get("NG_REQUIRE_ENGINE", "").strip().lower() not in ("", "0", "false", "no"):
-            pytest.fail(f"NG_REQUIRE_ENGINE is set and {reason}", pytrace=False)
-        pytest.skip(reason)
+def weather_engine(vllm_env: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[VllmServer]:
     with VllmServer.start(
         ROOT / EMBEDDED_MODEL,
         api_key=secrets.token_urlsafe(16),
@@ -68,9 +66,11 @@ def test_seeded_repeats_reproduce_across_runs_and_rewards_are_profiled(
 ) -> None:
     env_file = write_env_file(
         tmp_path / "env.yaml",
-        base_url=weather_engine.base_url,
-        api_key=weather_engine.api_key,
-        model_name="tiny-weather",
+        {
+            "policy_base_url": weather_engine.base_url,
+            "policy_api_key": weather_engine.api_key,
+            "policy_model_name": "tiny-weather",
+        },
     )
     marker = uuid.uuid4().hex
     env = {**os.environ, "NG_ENV_YAML": str(env_file), MARKER_VAR: marker}
@@ -80,7 +80,7 @@ def test_seeded_repeats_reproduce_across_runs_and_rewards_are_profiled(
         done = subprocess.run(
             [
                 str(console_script("ng_e2e_collect_rollouts")),
-                "+config_paths=[" + ",".join(EXAMPLE_CONFIG_PATHS) + "]",
+                "+config_paths=[" + ",".join(CONFIG_PATHS) + "]",
                 "+split=example",
                 f"+output_jsonl_fpath={output}",
                 f"+num_repeats={REPEATS}",

@@ -24,7 +24,7 @@ from typing import Any
 
 import pytest
 
-from ng_cli.engines.local_vllm import is_vllm_env_ready, vllm_venv_dir, vllm_venv_python
+from ng_cli.engines.local_vllm import vllm_venv_python
 from ng_cli.quickstart.plan import (
     EMBEDDED_MODEL,
     QuickstartPlan,
@@ -56,17 +56,10 @@ class Collected:
 
 
 @pytest.fixture(scope="module")
-def collected(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Collected]:
+def collected(vllm_env: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Collected]:
     """The quickstart's own path: ng_run starts the engine (local_vllm_model) and the stack, the
     collector runs, and ng_run stops everything; the engine is also checked against the training
     rendering while it runs."""
-    if not is_vllm_env_ready():
-        reason = (
-            f"the CPU vLLM env is not built at {vllm_venv_dir()}; run: bash scripts/build_vllm_cpu_env.sh"
-        )
-        if os.environ.get("NG_REQUIRE_ENGINE", "").strip().lower() not in ("", "0", "false", "no"):
-            pytest.fail(f"NG_REQUIRE_ENGINE is set and {reason}", pytrace=False)
-        pytest.skip(reason)
     tmp = tmp_path_factory.mktemp("collect")
     plan = QuickstartPlan.default(ROOT).with_changes(
         output=tmp / "rollouts.jsonl", run_dir=tmp / "run", num_repeats=NUM_REPEATS

@@ -9,25 +9,14 @@ the collector. tests/gpu/ runs the same scenario on a GPU.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
-import pytest
-
-from ng_cli.engines.local_vllm import is_vllm_env_ready, vllm_venv_dir
 from tests.fixtures.engine_stack import ENGINE_KEY, EXAMPLE_ENV_CONFIG, engine_stack, kill_one_engine_mid_run
 
 CPU_CONFIG = "responses_api_models/local_vllm_model/configs/tiny_weather_cpu.yaml"
 
 
-def test_two_engines_one_killed_mid_run_nothing_lost_and_it_rejoins(tmp_path: Path) -> None:
-    if not is_vllm_env_ready():
-        reason = (
-            f"the CPU vLLM env is not built at {vllm_venv_dir()}; run: bash scripts/build_vllm_cpu_env.sh"
-        )
-        if os.environ.get("NG_REQUIRE_ENGINE", "").strip().lower() not in ("", "0", "false", "no"):
-            pytest.fail(f"NG_REQUIRE_ENGINE is set and {reason}", pytrace=False)
-        pytest.skip(reason)
+def test_two_engines_one_killed_mid_run_nothing_lost_and_it_rejoins(vllm_env: None, tmp_path: Path) -> None:
     overrides = [
         f"++{ENGINE_KEY}.vllm_serve_kwargs.data_parallel_size=2",
         f"++{ENGINE_KEY}.max_restarts=2",

@@ -104,12 +104,18 @@ def engine() -> Iterator[StubProcess]:
 
 
 def _our_rows(files: tuple[str, ...]) -> Path:
-    """This repo's example rows for the environment a row runs (scored by our verifiers)."""
+    """NeMo Gym's own example rows for the environment a row runs, unchanged, when its copy is
+    here and routes by our agent (no `agent_ref` naming another); else this repo's rows."""
+    env = "example_single_tool_call"
     for name in files:
         match = re.match(r"(?:resources_servers|environments)/([^/]+)/", name)
         if match:
-            return REPO / "resources_servers" / match.group(1) / "data" / "example.jsonl"
-    return REPO / "resources_servers" / "example_single_tool_call" / "data" / "example.jsonl"
+            env = match.group(1)
+            break
+    theirs = NEMO_GYM_ROOT / "resources_servers" / env / "data" / "example.jsonl"
+    if theirs.exists() and b'"agent_ref"' not in theirs.read_bytes():
+        return theirs
+    return REPO / "resources_servers" / env / "data" / "example.jsonl"
 
 
 STARTING = [row for row in ROWS if row.starts]

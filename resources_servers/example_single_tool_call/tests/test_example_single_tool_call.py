@@ -96,9 +96,23 @@ async def test_verify_handles_negative_temperatures() -> None:
     assert verdict == {"reward": 1.0}
 
 
-async def test_verify_without_expected_city_names_the_missing_field() -> None:
+async def test_verify_with_a_non_string_expected_city_names_the_field() -> None:
     with pytest.raises(ToolError, match="expected_city"):
         await make_server().verify("s1", verify_request(None, "sunny 24"))
+
+
+def _without_expected_city(response: dict[str, Any]) -> VerifyRequest:
+    return VerifyRequest.model_validate({"responses_create_params": {"input": "q"}, "response": response})
+
+
+async def test_a_row_without_expected_city_is_scored_by_nemo_gyms_rule() -> None:
+    call = {"type": "function_call", "name": "get_weather", "arguments": "{}", "call_id": "c1"}
+    other = {**call, "name": "get_time"}
+    server = make_server()
+    assert await server.verify("s1", _without_expected_city({"output": [call]})) == {"reward": 1.0}
+    assert await server.verify("s1", _without_expected_city({"output": [other]})) == {"reward": 0.0}
+    text_only = answer("It is sunny and 24 degrees in Paris.")
+    assert await server.verify("s1", _without_expected_city(text_only)) == {"reward": 0.0}
 
 
 def test_example_rows_name_known_cities_and_offer_the_tool() -> None:

@@ -57,6 +57,26 @@ class StubOpenAI(StubVllm):
             ],
             "usage": {"input_tokens": 7, "output_tokens": 1, "total_tokens": 8},
         }
+        if body.get("stream"):
+            events = [
+                {"type": "response.created", "response": {**answer, "status": "in_progress", "output": []}},
+                {
+                    "type": "response.output_text.delta",
+                    "item_id": "m",
+                    "output_index": 0,
+                    "content_index": 0,
+                    "delta": "ok",
+                },
+                {"type": "response.completed", "response": answer},
+            ]
+            text = b"".join(
+                f"event: {e['type']}\n".encode()
+                + b"data: "
+                + orjson.dumps({**e, "sequence_number": n})
+                + b"\n\n"
+                for n, e in enumerate(events)
+            )
+            return Response(text, media_type="text/event-stream")
         return Response(orjson.dumps(answer), media_type="application/json")
 
 
@@ -171,3 +191,32 @@ async def test_startup_model_check_can_be_turned_off(upstream_url: str) -> None:
     await server.upstream.start()
     await server.upstream.stop()
     await server.http.close()
+
+
+async def test_streams_are_relayed_as_the_upstream_sends_them(
+    upstream: StubOpenAI, upstream_url: str
+) -> None:
+    import openai
+
+    with serve_model(f"{upstream_url}/v1") as url:
+        async with openai.AsyncOpenAI(base_url=f"{url}/v1", api_key="x", max_retries=0) as client:
+            events = [e async for e in await client.responses.create(model="m", input="hi", stream=True)]
+            chunks = [
+                c
+                async for c in await client.chat.completions.create(
+                    model="m", messages=[{"role": "user", "content": "hi"}], stream=True
+                )
+            ]
+            upstream.fault = "stream_cut"
+            with pytest.raises(openai.APIError, match="unreachable"):
+                async for _ in await client.chat.completions.create(
+                    model="m", messages=[{"role": "user", "content": "hi"}], stream=True
+                ):
+                    pass
+    assert [e.type for e in events] == [
+        "response.created",
+        "response.output_text.delta",
+        "response.completed",
+    ]
+    assert upstream.responses_bodies[-1]["model"] == "stub-model"
+    assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices) == "Echo: hi"

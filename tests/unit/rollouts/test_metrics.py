@@ -134,3 +134,13 @@ def test_tokens_and_incomplete_reasons_are_tallied() -> None:
     assert scoreboard.is_done(0, 0)
     assert scoreboard.done == 2
     assert not math.isnan(scoreboard.mean_reward() or math.nan)
+
+
+def test_token_drift_is_counted_per_agent_only_for_rollouts_with_token_ids() -> None:
+    scoreboard = Scoreboard(num_tasks=3, num_repeats=1, agents=["a"], task_agents=[0, 0, 0])
+    for task, drift in enumerate([True, False, None]):
+        scoreboard.record(Outcome(task, 0, 1.0, 0, None, token_drift=drift))
+    assert scoreboard.agent_metrics("a", pass_threshold=None)["token_ids"] == {"rollouts": 2, "drifted": 1}
+    plain = Scoreboard(num_tasks=1, num_repeats=1, agents=["a"], task_agents=[0])
+    plain.record(outcome(0, 0, 1.0))
+    assert "token_ids" not in plain.agent_metrics("a", pass_threshold=None)

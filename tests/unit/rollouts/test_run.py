@@ -151,3 +151,11 @@ def test_summary_shows_table_failures_and_outcome(tmp_path: Path) -> None:
         "out_failures.jsonl",
     ):
         assert fragment in text
+
+
+def test_summary_shows_the_token_drift_count(tmp_path: Path) -> None:
+    _, result = finish(make_config(tmp_path), succeed=[(0, 0)], fail=[])
+    result.metrics["agents"]["a"]["token_ids"] = {"rollouts": 200, "drifted": 113}
+    out = io.StringIO()
+    Console(file=out, width=120, color_system=None).print(render_summary(result))
+    assert "a token ids: 113 of 200 rollouts drifted (ng_check_tokens shows where)" in out.getvalue()

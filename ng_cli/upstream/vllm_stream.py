@@ -1,0 +1,167 @@
+"""`stream: true` on vllm_model's two routes: vLLM's own stream, relayed as it comes.
+
+    /v1/responses         Responses request -> chat body with `stream: true` -> vLLM's chunks
+                          -> Responses events (`ResponseEvents`) as each chunk arrives; the
+                          chunks, added up, go through `VllmChat.finish_response` for the final
+                          `response.completed` (token ids for training included)
+    /v1/chat/completions  vLLM's chunks, relayed unchanged (config applied to the request)
+
+`open_*` returns only once vLLM has sent its first chunk: until then failover may move the
+call to another endpoint, and a failure is an ordinary error answer with its status. After it,
+a failure ends the stream with an error event. A client that goes away ends the relay, which
+closes the connection to vLLM, which aborts the generation (counted in
+`ng_model_aborted_requests_total`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack
+from typing import Any
+
+from ng_cli.conversion.chunks import ChunkAccumulator
+from ng_cli.conversion.overflow import empty_overflow_chat_completion
+from ng_cli.conversion.response_events import ResponseEvents
+from ng_cli.conversion.to_responses import response_envelope
+from ng_cli.errors import BadRequestError, ContextOverflowError, NgError
+from ng_cli.protocol.responses import ResponsesRequest
+from ng_cli.servers.app import status_for
+from ng_cli.servers.sse import DONE, encode_event
+from ng_cli.tokens.contract import extract_token_info, needs_prompt_tokenization
+from ng_cli.upstream.vllm import VllmChat, parse_request
+
+__all__ = ["VllmStreams"]
+
+_STREAM = {"stream": True, "stream_options": {"include_usage": True}}
+
+
+class VllmStreams:
+    """The streaming half of `VllmChat`'s routes."""
+
+    def __init__(self, vllm: VllmChat) -> None:
+        self.vllm = vllm
+
+    async def open_responses(self, body: dict[str, Any], *, session_id: str | None) -> AsyncIterator[bytes]:
+        """The SSE bytes of one streamed Response, once vLLM has started answering."""
+        if self.vllm.token_exact is not None:
+            # The token-exact path parses the whole generation itself; a replay would not be a stream.
+            raise BadRequestError(
+                "stream: true is not served with token_exact on (its prompt is spliced token ids "
+                "and its output is parsed whole)",
+                param="stream",
+                hint="send stream: false, or set token_exact: false on this model server",
+            )
+        request = parse_request(body)
+        chat = {**self.vllm.responses_chat(request.model_copy(update={"stream": None})), **_STREAM}
+        events = ResponseEvents(
+            response_envelope(request, model=self.vllm.config.model, output=[]),
+            splits_think_tags=self.vllm.config.uses_reasoning_parser,
+        )
+        stack = AsyncExitStack()
+        try:
+            chunks = await stack.enter_async_context(
+                self.vllm.client.stream("/chat/completions", chat, session_id=session_id)
+            )
+        except ContextOverflowError as error:
+            return self._replayed(events, self.vllm.overflow_response(request, error))
+        return self._relayed(stack, chunks, events, request, chat, session_id)
+
+    async def _replayed(self, events: ResponseEvents, final: dict[str, Any]) -> AsyncIterator[bytes]:
+        """A Response known in full (the overflow answer) as a stream of events."""
+        for event in [*events.opening(), *events.closing(final)]:
+            yield encode_event(event, event=event["type"])
+
+    async def _relayed(
+        self,
+        stack: AsyncExitStack,
+        chunks: AsyncIterator[dict[str, Any]],
+        events: ResponseEvents,
+        request: ResponsesRequest,
+        chat: dict[str, Any],
+        session_id: str | None,
+    ) -> AsyncIterator[bytes]:
+        async with stack, self._counting_aborts():
+            for event in events.opening():
+                yield encode_event(event, event=event["type"])
+            total = ChunkAccumulator()
+            try:
+                async for chunk in chunks:
+                    for event in events.on_delta(total.add(chunk)):
+                        yield encode_event(event, event=event["type"])
+                final = await self.vllm.finish_response(
+                    total.completion(), request, chat, session_id=session_id
+                )
+                closing = events.closing(final)
+            except NgError as error:
+                closing = [events.error(error.message, code=error.error_type, status=status_for(error))]
+            for event in closing:
+                yield encode_event(event, event=event["type"])
+
+    async def open_chat(self, body: dict[str, Any], *, session_id: str | None) -> AsyncIterator[bytes]:
+        """vLLM's chunk stream for one chat body, relayed as SSE, once vLLM has started answering."""
+        chat = {**self.vllm.chat_body(body), "stream": True}
+        stack = AsyncExitStack()
+        try:
+            chunks = await stack.enter_async_context(
+                self.vllm.client.stream("/chat/completions", chat, session_id=session_id)
+            )
+        except ContextOverflowError as error:
+            self.vllm.metrics.context_overflows.inc()
+            completion = empty_overflow_chat_completion(model=self.vllm.config.model, message=error.message)
+            return _as_one_chunk(completion)
+        return self._chat_relayed(stack, chunks, chat, session_id)
+
+    async def _chat_relayed(
+        self,
+        stack: AsyncExitStack,
+        chunks: AsyncIterator[dict[str, Any]],
+        chat: dict[str, Any],
+        session_id: str | None,
+    ) -> AsyncIterator[bytes]:
+        async with stack, self._counting_aborts():
+            total = ChunkAccumulator()
+            try:
+                async for chunk in chunks:
+                    total.add(chunk)
+                    yield encode_event(chunk)
+                completion = total.completion()
+                self.vllm.metrics.record_usage(completion.get("usage"))
+                if self.vllm.wants_token_ids and not needs_prompt_tokenization(completion):
+                    extract_token_info(completion)  # the contract's checks; a failure is an error event
+            except NgError as error:
+                yield encode_event(
+                    {"error": {"message": error.message, "type": error.error_type, "code": status_for(error)}}
+                )
+            yield DONE
+
+    def _counting_aborts(self) -> _AbortCounter:
+        return _AbortCounter(self.vllm)
+
+
+class _AbortCounter:
+    """Counts a relay ended by its client (cancelled or closed) in `ng_model_aborted_requests_total`."""
+
+    def __init__(self, vllm: VllmChat) -> None:
+        self.vllm = vllm
+
+    async def __aenter__(self) -> None:
+        return None
+
+    async def __aexit__(self, kind: type[BaseException] | None, *_: object) -> None:
+        if kind is not None and issubclass(kind, asyncio.CancelledError | GeneratorExit):
+            self.vllm.metrics.aborted.inc()
+
+
+async def _as_one_chunk(completion: dict[str, Any]) -> AsyncIterator[bytes]:
+    """A whole chat completion (the overflow answer) as one chunk and `[DONE]`."""
+    choices = [
+        {
+            "index": choice.get("index", 0),
+            "delta": choice.get("message", {}),
+            "finish_reason": choice.get("finish_reason"),
+        }
+        for choice in completion.get("choices", [])
+    ]
+    yield encode_event({**completion, "object": "chat.completion.chunk", "choices": choices})
+    yield DONE

@@ -1,0 +1,73 @@
+"""token_exact with the embedded model (models/tiny-weather, its own tokenizer) on the CPU vLLM.
+
+The trained model calls get_weather and then answers, unforced, at vLLM's default temperature:
+200 rollouts each way. With `token_exact: true` no rollout drifts and every prompt is the
+previous prompt + generation + the tail of vLLM's own rendering. Without it the count is only
+reported: a trained model mostly generates the ids its tokenizer would pick, so the
+re-rendered history may or may not drift. Set NG_TOKEN_EXACT_ROLLOUTS to run fewer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import secrets
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ng_cli.engines.local_vllm import VllmServer
+from ng_cli.tokens.chat_template import ChatTokenizer
+from ng_cli.tokens.drift import DriftReport, check_file
+from tests.engine.test_vllm_model_engine import serve_model
+from tests.fixtures.tokens.engine_checks import generated_texts, parser_mismatches, tail_mismatches
+from tests.fixtures.tokens.rollouts import run_rollouts, write_rollouts
+
+ROOT = Path(__file__).resolve().parents[2]
+MODEL_DIR = ROOT / "models" / "tiny-weather"
+ROLLOUTS = int(os.environ.get("NG_TOKEN_EXACT_ROLLOUTS", "200"))
+
+
+@pytest.fixture(scope="module")
+def collected(
+    vllm_env: None,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[tuple[VllmServer, dict[bool, tuple[list[dict[str, Any]], DriftReport]]]]:
+    tmp = tmp_path_factory.mktemp("token-exact-embedded")
+    with VllmServer.start(
+        MODEL_DIR, api_key=secrets.token_urlsafe(16), served_model_name="tiny-weather", log_dir=tmp
+    ) as engine:
+        runs = {}
+        for token_exact in (False, True):
+            with serve_model(
+                engine,
+                return_token_id_information=True,
+                token_exact=token_exact,
+                tokenizer_path=str(MODEL_DIR),
+            ) as url:
+                rows = asyncio.run(
+                    run_rollouts(url, ROLLOUTS, max_turns=lambda index: 3, extras=lambda i, t: {})
+                )
+            path = write_rollouts(tmp / f"token_exact_{str(token_exact).lower()}.jsonl", rows)
+            runs[token_exact] = (rows, check_file(path))
+        yield engine, runs
+
+
+def test_embedded_model_with_token_exact_never_drifts(
+    collected: tuple[VllmServer, dict[bool, tuple[list[dict[str, Any]], DriftReport]]],
+) -> None:
+    engine, runs = collected
+    print("token_exact false:", runs[False][1].summary())
+    print("token_exact true:", runs[True][1].summary())
+    rows, report = runs[True]
+    assert report.with_token_ids == ROLLOUTS
+    assert report.drifted == 0
+    turns = [len([i for i in row["response"]["output"] if "prompt_token_ids" in i]) for row in rows]
+    assert sum(turns) > ROLLOUTS  # the model called the tool, so rollouts have more than one turn
+    tokenizer = ChatTokenizer.load(MODEL_DIR)
+    assert asyncio.run(tail_mismatches(engine, rows, tokenizer.end_of_turn_id)) == []
+    with_calls, mismatches = parser_mismatches(generated_texts(rows, tokenizer), MODEL_DIR)
+    assert with_calls > 0
+    assert mismatches == []

@@ -1,0 +1,178 @@
+"""simple_agent's `/v1/responses` with `stream: true`, and cancellation of `/run`.
+
+Real servers on loopback: the stub vLLM, vllm_model over it, example_single_tool_call, and the
+agent. The stream is parsed by the official `openai` SDK; a `/run` whose client goes away must
+cancel the model call it is waiting on (the model server counts the abort).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import threading
+import urllib.request
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import openai
+import pytest
+
+from ng_cli.config.schema import validate_block
+from ng_cli.servers.loading import load_server_class
+from ng_cli.servers.spec import ServerAddress
+from ng_cli.servers.testing import serve_in_thread
+from tests.fixtures.stub_vllm import StubVllm
+
+pytestmark = pytest.mark.integration
+
+REPO = Path(__file__).resolve().parents[2]
+WEATHER = {
+    "type": "function",
+    "name": "get_weather",
+    "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+}
+
+
+@dataclass
+class Stack:
+    agent_url: str
+    model_url: str
+    stub: StubVllm
+
+
+@contextmanager
+def serve_stack(stub: StubVllm, **agent_config: Any) -> Iterator[Stack]:
+    model_class = load_server_class(REPO / "responses_api_models" / "vllm_model" / "app.py")
+    env_class = load_server_class(REPO / "resources_servers" / "example_single_tool_call" / "app.py")
+    agent_class = load_server_class(REPO / "responses_api_agents" / "simple_agent" / "app.py")
+    with ExitStack() as stack:
+        stub_url = stack.enter_context(serve_in_thread(stub.build_app()))
+        block = {"base_url": f"{stub_url}/v1", "api_key": "stub-key", "model": "stub-model",
+                 "return_token_id_information": True, "uses_reasoning_parser": False}  # fmt: skip
+        model = model_class(validate_block(model_class.config_class, block=block), name="policy_model")
+        model_url = stack.enter_context(serve_in_thread(model.build_app()))
+        env = env_class(env_class.validate_config({}, instance="weather"), name="weather")
+        env_url = stack.enter_context(serve_in_thread(env.build_app()))
+        servers = {
+            "weather": ServerAddress(server_type="resources_servers", implementation="x", url=env_url),
+            "policy_model": ServerAddress(
+                server_type="responses_api_models", implementation="x", url=model_url
+            ),
+        }
+        config = agent_class.config_class.model_validate(
+            {
+                "resources_server": {"type": "resources_servers", "name": "weather"},
+                "model_server": {"type": "responses_api_models", "name": "policy_model"},
+                **agent_config,
+            }
+        )
+        agent = agent_class(config, name="agent", servers=servers)
+        yield Stack(stack.enter_context(serve_in_thread(agent.build_app())), model_url, stub)
+
+
+async def test_the_agent_streams_every_turn_and_tool_output_to_the_sdk() -> None:
+    with serve_stack(StubVllm(), max_steps=2) as stack:
+        async with openai.AsyncOpenAI(base_url=f"{stack.agent_url}/v1", api_key="x", max_retries=0) as client:
+            streamed = await client.responses.create(
+                model="m",
+                input="weather in Paris?",
+                tools=[WEATHER],
+                tool_choice="required",
+                stream=True,
+                max_output_tokens=200,
+            )
+            events = [event async for event in streamed]
+            whole = await client.responses.create(
+                model="m",
+                input="weather in Paris?",
+                tools=[WEATHER],
+                tool_choice="required",
+                max_output_tokens=200,
+            )
+    assert [e.type for e in events[:2]] == ["response.created", "response.in_progress"]
+    assert events[-1].type == "response.incomplete"  # max_steps, as without streaming
+    final = events[-1].response
+    assert [item.type for item in final.output] == [item.type for item in whole.output]
+    assert [item.type for item in final.output] == ["function_call", "function_call_output"] * 2
+    added = [e for e in events if e.type == "response.output_item.added"]
+    assert [e.output_index for e in added] == [0, 1, 2, 3]  # the second turn's items come after the first's
+    assert [e.item.type for e in added] == ["function_call", "function_call_output"] * 2
+    assert [e.sequence_number for e in events] == list(range(len(events)))
+    assert final.output[-2].model_dump()["generation_token_ids"]  # training fields survive the relay
+
+
+async def test_a_cancelled_run_cancels_its_model_call() -> None:
+    stub = StubVllm(delay_s=30.0)  # the model "generates" for 30 s
+    row = {"responses_create_params": {"input": "weather in Paris?", "tools": [WEATHER]}}
+    with serve_stack(stub) as stack:
+        async with aiohttp.ClientSession() as http:
+            run = asyncio.create_task(http.post(f"{stack.agent_url}/run", json=row))
+            while stub.calls["chat"] == 0:
+                await asyncio.sleep(0.02)
+            await asyncio.sleep(0.5)
+            run.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await run
+        for _ in range(200):  # the abort travels agent -> model server -> (closed connection) upstream
+            if _metric(stack.model_url, "ng_model_aborted_requests_total") == 1:
+                break
+            await asyncio.sleep(0.02)
+        assert _metric(stack.model_url, "ng_model_aborted_requests_total") == 1
+        assert _metric(stack.model_url, 'ng_model_in_flight{endpoint="[^"]+"}') == 0
+
+
+def _metric(url: str, pattern: str) -> float:
+    with urllib.request.urlopen(f"{url}/metrics", timeout=10) as answer:
+        text = answer.read().decode()
+    match = re.search(rf"^{pattern} ([0-9.e+]+)$", text, re.MULTILINE)
+    return float(match[1]) if match else 0.0
+
+
+async def test_a_cancelled_run_cancels_its_tool_call() -> None:
+    """The model asks for a tool that takes 30 s; the client gives up during it: the tool's
+    handler on the resources server is cancelled (the abort reaches it through the agent)."""
+    from ng_cli.config.schema import ResourcesServerConfig
+    from ng_cli.servers import ResourcesServer, tool
+    from ng_cli.servers.testing import function_call, serve_rollout_stack
+
+    started, cancelled = threading.Event(), threading.Event()  # the servers run in other threads
+
+    class SlowTool(ResourcesServer[ResourcesServerConfig]):
+        config_class = ResourcesServerConfig
+
+        @tool
+        async def slow(self, session_id: str, args: dict[str, Any]) -> dict[str, Any]:
+            started.set()
+            try:
+                await asyncio.sleep(30)
+            except asyncio.CancelledError:
+                cancelled.set()
+                raise
+            return {}
+
+        async def verify(self, session_id: str, request: Any) -> float:
+            return 0.0
+
+    slow_tool = {"type": "function", "name": "slow", "parameters": {"type": "object", "properties": {}}}
+    agent_class = load_server_class(REPO / "responses_api_agents" / "simple_agent" / "app.py")
+    row = {"responses_create_params": {"input": "go", "tools": [slow_tool]}}
+    with serve_rollout_stack(SlowTool, agent_class, lambda body: [function_call("slow", {})]) as stack:
+        async with aiohttp.ClientSession() as http:
+            run = asyncio.create_task(http.post(f"{stack.agent_url}/run", json=row))
+            await _until(started)
+            run.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await run
+        await _until(cancelled)  # well before the tool's 30 s
+
+
+async def _until(event: threading.Event) -> None:
+    for _ in range(500):
+        if event.is_set():
+            return
+        await asyncio.sleep(0.02)
+    pytest.fail("the event never happened")

@@ -1,0 +1,168 @@
+"""vllm_model's streaming over the stub vLLM: the faults a real engine cannot produce on demand.
+
+Failover happens before the first byte (a 500 from one endpoint moves the stream to the other);
+a stream cut after it ends with an error event the `openai` SDK raises `APIError` from; a bad
+request or a context overflow is answered as without streaming (400; the seed's empty,
+incomplete response). The real-engine behaviour is in tests/engine/test_streaming_engine.py.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator
+from contextlib import ExitStack, contextmanager
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import openai
+import orjson
+import pytest
+
+from ng_cli.config.schema import validate_block
+from ng_cli.servers.loading import load_server_class
+from ng_cli.servers.testing import serve_in_thread
+from tests.fixtures.stub_vllm import StubVllm, reply_ids
+
+pytestmark = pytest.mark.integration
+
+APP = Path(__file__).resolve().parents[2] / "responses_api_models" / "vllm_model" / "app.py"
+
+
+@contextmanager
+def serve_over(stubs: list[StubVllm], **overrides: Any) -> Iterator[str]:
+    """vllm_model over in-thread stubs; its URL."""
+    with ExitStack() as stack:
+        roots = [stack.enter_context(serve_in_thread(stub.build_app())) for stub in stubs]
+        block: dict[str, Any] = {
+            "base_url": [f"{root}/v1" for root in roots],
+            "api_key": "stub-key",
+            "model": "stub-model",
+            "return_token_id_information": False,
+            "uses_reasoning_parser": False,
+            "health_probe_interval_s": 0.5,
+            "backoff_s": 0.01,
+            **overrides,
+        }
+        server_class = load_server_class(APP)
+        server = server_class(validate_block(server_class.config_class, block=block), name="policy_model")
+        yield stack.enter_context(serve_in_thread(server.build_app()))
+
+
+@pytest.fixture
+async def client() -> AsyncIterator[Any]:
+    made: list[openai.AsyncOpenAI] = []
+
+    def make(url: str) -> openai.AsyncOpenAI:
+        made.append(openai.AsyncOpenAI(base_url=f"{url}/v1", api_key="unused", max_retries=0, timeout=30))
+        return made[-1]
+
+    yield make
+    for one in made:
+        await one.close()
+
+
+async def test_a_500_before_the_first_byte_fails_over(client: Any) -> None:
+    broken, working = StubVllm(fault="error_500"), StubVllm()
+    with serve_over([broken, working]) as url:
+        for n in range(4):  # new sessions: the pool sends some of them to the broken endpoint first
+            stream = await client(url).responses.create(model="m", input=f"hello {n}", stream=True)
+            events = [event async for event in stream]
+            assert events[-1].type == "response.completed"
+            assert events[-1].response.output_text == f"Echo: hello {n}"
+    assert broken.calls["chat"] >= 1  # tried, failed before any byte went out, moved on
+    assert working.calls["chat"] == 4
+
+
+async def test_a_stream_cut_after_the_first_byte_ends_with_an_error_event(client: Any) -> None:
+    with serve_over([StubVllm(fault="stream_cut")]) as url:
+        stream = await client(url).responses.create(model="m", input="hello", stream=True)
+        seen: list[str] = []
+
+        async def read_all() -> None:
+            async for event in stream:
+                seen.append(event.type)
+
+        with pytest.raises(openai.APIError, match=r"unreachable"):
+            await read_all()
+        assert seen[:2] == ["response.created", "response.in_progress"]
+        assert "response.output_text.delta" in seen  # bytes had gone out: no failover, an error event
+
+        chat = await client(url).chat.completions.create(
+            model="m", messages=[{"role": "user", "content": "hello"}], stream=True
+        )
+        with pytest.raises(openai.APIError, match=r"unreachable"):
+            await _drain(chat)
+
+
+async def test_raw_error_event_is_openais_shape() -> None:
+    with serve_over([StubVllm(fault="stream_cut")]) as url:
+        async with (
+            aiohttp.ClientSession() as http,
+            http.post(f"{url}/v1/responses", json={"input": "hello", "stream": True}) as answer,
+        ):
+            assert answer.status == 200
+            assert answer.headers["Content-Type"].startswith("text/event-stream")
+            blocks = (await answer.read()).decode().strip().split("\n\n")
+    event, data = blocks[-1].split("\n")
+    assert event == "event: error"
+    error = orjson.loads(data.removeprefix("data: "))
+    assert error["type"] == "error"
+    assert "unreachable" in error["message"]
+    assert error["sequence_number"] == len(blocks) - 1
+
+
+async def test_bad_request_with_stream_is_a_400_before_any_event(client: Any) -> None:
+    stub = StubVllm()
+    with serve_over([stub]) as url, pytest.raises(openai.BadRequestError, match="input"):
+        await client(url).responses.create(model="m", input=5, stream=True)  # type: ignore[arg-type]
+    assert stub.calls["chat"] == 0
+
+
+async def test_overflow_with_stream_is_the_marked_empty_response(client: Any) -> None:
+    with serve_over([StubVllm(fault="overflow")]) as url:
+        events = [e async for e in await client(url).responses.create(model="m", input="hi", stream=True)]
+    assert [e.type for e in events][:2] == ["response.created", "response.in_progress"]
+    assert events[-1].type == "response.incomplete"
+    assert events[-1].response.incomplete_details is not None
+
+
+async def test_streamed_token_ids_equal_the_unstreamed_ones(client: Any) -> None:
+    with serve_over([StubVllm()], return_token_id_information=True) as url:
+        sdk = client(url)
+        whole = await sdk.responses.create(model="m", input="count")
+        events = [e async for e in await sdk.responses.create(model="m", input="count", stream=True)]
+        chunks = [
+            c
+            async for c in await sdk.chat.completions.create(
+                model="m", messages=[{"role": "user", "content": "count"}], stream=True
+            )
+        ]
+    final = events[-1].response
+    fields = ("prompt_token_ids", "generation_token_ids", "generation_log_probs")
+    assert {f: final.output[-1].model_dump()[f] for f in fields} == {
+        f: whole.output[-1].model_dump()[f] for f in fields
+    }
+    assert final.output[-1].model_dump()["generation_token_ids"] == reply_ids("Echo: count")
+    chat_ids = [
+        i for c in chunks if c.choices for i in (c.choices[0].model_extra or {}).get("token_ids") or []
+    ]
+    assert chat_ids == reply_ids("Echo: count")
+
+
+async def test_streamed_tool_call_arguments_add_up(client: Any) -> None:
+    tool = {"type": "function", "name": "lookup", "parameters": {"type": "object", "properties": {}}}
+    with serve_over([StubVllm()]) as url:
+        async with client(url).responses.stream(
+            model="m", input="find it", tools=[tool], tool_choice="required", max_output_tokens=200
+        ) as stream:
+            events = [event async for event in stream]
+            final = await stream.get_final_response()
+    (call,) = [item for item in final.output if item.type == "function_call"]
+    pieces = [e.delta for e in events if e.type == "response.function_call_arguments.delta"]
+    assert "".join(pieces) == call.arguments
+    assert call.name == "lookup"
+
+
+async def _drain(stream: Any) -> None:
+    async for _ in stream:
+        pass
