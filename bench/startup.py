@@ -15,7 +15,7 @@ Target: median < 3 s on a 2-core machine.
 (`++ray.address=local ++ray.servers=all`: every server an actor), and prints them side by side:
 time to all ready and the memory of everything the run started (RSS and PSS summed over ng_run
 and every process below it: its children, Ray's own processes, the engines and their EngineCores);
-writes bench/results/startup_ray.json. `engines` is the quick start's stack with two CPU vLLM
+writes bench/results/startup_ray.json (`startup_ray_<stack>.json` for the others). `engines` is the quick start's stack with two CPU vLLM
 engines of models/tiny-weather (local_vllm_model) instead of the stub model.
 """
 
@@ -332,7 +332,11 @@ def main() -> None:
         else:
             runs = [measure_once(options.stack, work, run, env_yaml) for run in range(1, options.runs + 1)]
     if options.compare_ray:
-        result, path = report_side_by_side(runs, options.stack), RAY_RESULTS
+        suffix = "" if options.stack == "example" else f"_{options.stack}"
+        result, path = (
+            report_side_by_side(runs, options.stack),
+            RAY_RESULTS.with_stem(RAY_RESULTS.stem + suffix),
+        )
     else:
         result, path = report(runs, options.stack), RESULTS
     path.parent.mkdir(parents=True, exist_ok=True)
