@@ -115,6 +115,7 @@ class _ProcessHost:
         env.update(payload.get("env", {}))
         env["PYTHONUNBUFFERED"] = "1"
         command = [str(ENGINE_MAIN) if part == ENGINE_MAIN_TOKEN else part for part in argv]
+        cwd = payload.get("cwd")
         if command and command[0] == "{python}":
             command[0] = sys.executable  # a server child: this node's project interpreter
         pass_fds: tuple[int, ...] = ()
@@ -135,7 +136,7 @@ class _ProcessHost:
             pass_fds=pass_fds,
             process_group=0,
             env=env,
-            cwd=payload.get("cwd") or None,
+            cwd=cwd if cwd and os.path.isdir(cwd) else None,  # the driver's, where this node has it
         )
         self.watchdog = subprocess.Popen(
             [sys.executable, "-c", _WATCHDOG, str(self.process.pid)],

@@ -159,11 +159,11 @@ class RayBackend:
         ).remote(spec.name)
         self.actors.append(actor)
         self._actor_names.append(placement.actor + suffix)
-        node = self.ray.get(actor.node.remote(), timeout=self.config.placement_timeout_s)
+        node = self._call(actor.node.remote(), spec.name, "start its actor", self.config.placement_timeout_s)
         gpu_ids: list[str] = []
         leases: list[Any] = []
         if on_gpu:
-            gpu_ids = self.ray.get(actor.gpu_ids.remote(), timeout=_CALL_TIMEOUT_S)
+            gpu_ids = self._call(actor.gpu_ids.remote(), spec.name, "read its GPU ids")
             for index in placement.bundles[1:]:  # one lease per other bundle: its GPU id
                 lease = GpuLease.options(
                     name=f"{placement.actor}{suffix}-gpu{index}",
@@ -174,7 +174,7 @@ class RayBackend:
                 self.actors.append(lease)
                 leases.append(lease)
                 self._actor_names.append(f"{placement.actor}{suffix}-gpu{index}")
-                gpu_ids += self.ray.get(lease.gpu_ids.remote(), timeout=_CALL_TIMEOUT_S)
+                gpu_ids += self._call(lease.gpu_ids.remote(), spec.name, f"lease the GPU of bundle {index}")
         spec = self._address(spec, actor, node)
         env = plan.env_of(spec, {})
         unset = ["OMP_NUM_THREADS"] if not on_gpu else []  # Ray's 1-thread default would throttle CPU vLLM
@@ -185,7 +185,7 @@ class RayBackend:
             unset.append("CUDA_VISIBLE_DEVICES")
         secret = self.ray.put({"env": env, "unset": unset})
         argv = [ENGINE_MAIN_TOKEN if part == str(ENGINE_MAIN) else part for part in spec.argv()]
-        pid = self.ray.get(actor.start.remote(argv, [secret]), timeout=_CALL_TIMEOUT_S)
+        pid = self._call(actor.start.remote(argv, [secret]), spec.name, "start vLLM")
         child = RayChild(
             name=spec.name,
             actor=actor,
@@ -205,8 +205,8 @@ class RayBackend:
         group_key = (spec.instance, spec.group)
         wants_rpc = spec.rpc_port == 0 and group_key not in self._group_ports
         port = spec.port
-        free = self.ray.get(
-            actor.free_ports.remote(host, int(port == 0) + int(wants_rpc)), timeout=_CALL_TIMEOUT_S
+        free = self._call(
+            actor.free_ports.remote(host, int(port == 0) + int(wants_rpc)), spec.name, "pick free ports"
         )
         if port == 0:
             port = free.pop(0)
@@ -217,6 +217,22 @@ class RayBackend:
                 self._group_ports[group_key] = (host, free.pop(0))
             dp_address, rpc_port = self._group_ports.get(group_key, (host, spec.rpc_port))
         return replace(spec, host=host, port=port, rpc_port=rpc_port, data_parallel_address=dp_address)
+
+    def _call(self, ref: Any, name: str, what: str, timeout_s: float = _CALL_TIMEOUT_S) -> Any:
+        """An actor call's result, or a LaunchError naming the engine or server and what failed."""
+        try:
+            return self.ray.get(ref, timeout=timeout_s)
+        except self.ray.exceptions.GetTimeoutError:
+            raise LaunchError(
+                f"'{name}': could not {what} on the Ray cluster within {timeout_s:.0f} s",
+                hint="`ray status` shows pending actors and what they wait for",
+            ) from None
+        except self.ray.exceptions.RayError as error:
+            cause = getattr(error, "cause", None) or error
+            raise LaunchError(
+                f"'{name}': could not {what} on the Ray cluster: {type(cause).__name__}: {cause}",
+                hint="the node needs this project (and the engine's Python) at the same paths: docs/ray.md",
+            ) from None
 
     # -- servers ---------------------------------------------------------------------------------
 
@@ -229,9 +245,9 @@ class RayBackend:
         actor = ProcessHost.options(name=actor_name, num_cpus=num_cpus).remote(name)
         self.actors.append(actor)
         self._actor_names.append(actor_name)
-        node = self.ray.get(actor.node.remote(), timeout=self.config.placement_timeout_s)
+        node = self._call(actor.node.remote(), name, "start its actor", self.config.placement_timeout_s)
         bind_host = node["ip"] if host in _LOOPBACK else host
-        bound = self.ray.get(actor.listen.remote(bind_host, port), timeout=_CALL_TIMEOUT_S)
+        bound = self._call(actor.listen.remote(bind_host, port), name, f"bind {bind_host}:{port}")
         self._servers[name] = (actor, actor_name, node)
         return bind_host, int(bound)
 
@@ -248,7 +264,7 @@ class RayBackend:
         actor, actor_name, node = self._servers[name]
         secret = self.ray.put({"spec": spec, "cwd": os.getcwd()})
         argv = ["{python}", *command[1:-1]]  # the spec path is the actor's own file
-        pid = self.ray.get(actor.start.remote(argv, [secret]), timeout=_CALL_TIMEOUT_S)
+        pid = self._call(actor.start.remote(argv, [secret]), name, "start the server")
         child = RayChild(
             name=name, actor=actor, actor_name=actor_name, node=node, pid=pid, sink=sink, redact=redact
         )
@@ -289,7 +305,11 @@ class RayBackend:
         self.ray.shutdown()  # `local`: stops the private cluster's processes too
         if left:
             return f"warning: the Ray cluster still lists {', '.join(left)} of run {run}"
-        return f"removed {len(self.actors)} actors and {len(self.groups)} placement groups of run {run}"
+        actors, groups = len(self.actors), len(self.groups)
+        return (
+            f"removed {actors} actor{'s' * (actors != 1)} and {groups} placement group{'s' * (groups != 1)} "
+            f"of run {run}"
+        )
 
     def _left_behind(self, timeout_s: float = 3.0) -> list[str]:
         """Our actors and groups the cluster still lists as alive (kills and removals are asynchronous)."""

@@ -113,3 +113,45 @@ def test_gpu_engines_get_their_groups_gpus_and_restart_on_them(tmp_path: Path) -
     assert any(line.startswith("gpus: ") and len(line.split(",")) == 2 for line in found["again"])
     # 2 engines, 1 restart, each with one lease: 6 actors; both groups
     assert found["stop"] == "removed 6 actors and 2 placement groups of run t1"
+
+
+_MISSING_ENGINE = """
+import sys
+from ng_cli.engines.config import LocalVllmModelConfig
+from ng_cli.engines.placement import plan_placement
+from ng_cli.engines.plan import plan_engines
+from ng_cli.errors import LaunchError
+from ng_cli.launcher.ray_backend import RayBackend
+from ng_cli.launcher.ray_config import RayConfig
+
+config = LocalVllmModelConfig.model_validate({
+    "model": sys.argv[1], "return_token_id_information": False, "uses_reasoning_parser": False,
+    "engine_python": "/nonexistent/vllm-venv/bin/python",
+})
+engines = plan_engines("policy", config, env={}, devices=(), python="unused", api_key="k")
+backend = RayBackend.connect(RayConfig(address="local", num_cpus=2, object_store_memory_mb=80))
+try:
+    backend.place(plan_placement([engines], run_id="t2"))
+    backend.start_engine(engines.engines[0], engines, lambda name, line: None)
+except LaunchError as error:
+    print("LaunchError:", error)
+finally:
+    print(backend.stop(grace_s=0.5))
+"""
+
+
+def test_an_engine_python_missing_on_the_node_is_a_launch_error_naming_the_engine(tmp_path: Path) -> None:
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "config.json").write_text(json.dumps({"model_type": "qwen2", "hidden_size": 64}))
+    done = subprocess.run(
+        [sys.executable, "-c", _MISSING_ENGINE, str(model)],
+        capture_output=True, text=True, timeout=240, check=False, env={**os.environ, "RAY_AUTH_MODE": "disabled"},
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-4000:]
+    assert (
+        "LaunchError: 'policy/engine-0': could not start vLLM on the Ray cluster: FileNotFoundError:"
+        in done.stdout
+    )
+    assert "/nonexistent/vllm-venv/bin/python" in done.stdout
+    assert "removed 1 actor and 1 placement group of run t2" in done.stdout
