@@ -45,12 +45,14 @@ ENGINE_MAIN_TOKEN = "{ng_engine_main}"
 _KEPT_LINES = 5000
 """Lines kept between two polls (the driver polls several times a second)."""
 _WATCHDOG = """
-import os, signal, sys
+import os, shutil, signal, sys
 sys.stdin.buffer.read()  # returns when the actor's end of the pipe closes: stop(), or its death
 try:
     os.killpg(int(sys.argv[1]), signal.SIGKILL)
 except OSError:
     pass
+if sys.argv[2]:
+    shutil.rmtree(sys.argv[2], ignore_errors=True)  # the actor's work directory (its spec file's)
 """
 
 
@@ -68,7 +70,8 @@ class _ProcessHost:
         self.lock = threading.Lock()
         self.read_all = False
         """The process's output is read to its end (its exit code may be reported)."""
-        self.workdir = Path(tempfile.mkdtemp(prefix="ng_ray-"))
+        self.workdir: Path | None = None
+        """A server's: where its 0600 spec file is written (engines need none)."""
 
     def node(self) -> dict[str, Any]:
         """Where this actor runs: node IP and id, host name, the actor's own pid."""
@@ -122,6 +125,7 @@ class _ProcessHost:
         if payload.get("spec") is not None:
             assert self.listener is not None, "listen() first"
             spec = dict(payload["spec"], listen_fd=self.listener.fileno())
+            self.workdir = Path(tempfile.mkdtemp(prefix="ng_ray-"))
             path = self.workdir / "spec.json"
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
             with os.fdopen(fd, "w") as handle:
@@ -139,7 +143,7 @@ class _ProcessHost:
             cwd=cwd if cwd and os.path.isdir(cwd) else None,  # the driver's, where this node has it
         )
         self.watchdog = subprocess.Popen(
-            [sys.executable, "-c", _WATCHDOG, str(self.process.pid)],
+            [sys.executable, "-c", _WATCHDOG, str(self.process.pid), str(self.workdir or "")],
             stdin=subprocess.PIPE,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
@@ -163,7 +167,8 @@ class _ProcessHost:
 
     def stop(self, grace_s: float) -> int | None:
         """SIGTERM the process group, SIGKILL it after `grace_s`; the exit code."""
-        shutil.rmtree(self.workdir, ignore_errors=True)
+        if self.workdir is not None:
+            shutil.rmtree(self.workdir, ignore_errors=True)
         if self.listener is not None:
             self.listener.close()
         if self.process is None:
