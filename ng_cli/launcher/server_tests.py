@@ -9,6 +9,7 @@ inputs: a JSON object with a `responses_create_params` object holding an `input`
 from __future__ import annotations
 
 import difflib
+import importlib.util
 import json
 import subprocess
 import sys
@@ -20,7 +21,7 @@ from pathlib import Path
 
 from ng_cli.config.instances import SERVER_TYPES
 from ng_cli.config.paths import display_path, repo_root
-from ng_cli.errors import ConfigError, DataError
+from ng_cli.errors import ConfigError, DataError, LaunchError
 
 __all__ = [
     "EXAMPLE_DATA",
@@ -107,6 +108,11 @@ def find_server_folders(root: Path, *, with_tests_only: bool = True) -> list[Pat
 
 def run_suite(folder: Path, *, pytest_args: Sequence[str] = (), capture: bool = False) -> SuiteResult:
     """Run pytest on `folder` with this Python; output goes to our stdout unless `capture`."""
+    if importlib.util.find_spec("pytest") is None:
+        raise LaunchError(
+            f"ng_test runs pytest with {sys.executable}, which does not have it",
+            hint="install the dev extra: pip install -e '.[dev]' (scripts/test.sh does)",
+        )
     command = [sys.executable, "-m", "pytest", str(folder), *pytest_args]
     started = time.monotonic()
     if not capture:

@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 from pathlib import Path
 
 import pytest
 
-from ng_cli.errors import ConfigError, DataError
+from ng_cli.errors import ConfigError, DataError, LaunchError
 from ng_cli.launcher.server_tests import (
     SuiteResult,
     find_server_folders,
     has_tests,
     resolve_server_folder,
+    run_suite,
     validate_example_data,
 )
 
@@ -133,3 +135,16 @@ def test_missing_or_empty_data_is_an_error(root: Path) -> None:
 def test_suite_result_status(code: int, passed: bool, status: str) -> None:
     result = SuiteResult(Path("x"), code, 1.0)
     assert (result.passed, result.status) == (passed, status)
+
+
+def test_an_environment_without_pytest_is_told_how_to_get_it(
+    root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real_find_spec = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "pytest" else real_find_spec(name, *a)
+    )
+    with pytest.raises(LaunchError) as raised:
+        run_suite(root / "responses_api_models/m")
+    assert "does not have it" in raised.value.message
+    assert "pip install -e '.[dev]'" in (raised.value.hint or "")
