@@ -94,8 +94,11 @@ class EngineFleet:
         base_env: Mapping[str, str] | None = None,
         clock: Callable[[], float] = time.monotonic,
         starter: EngineStarter | None = None,
+        redact: Callable[[str], str] | None = None,
     ) -> None:
         self.plans = plans
+        self.redact = redact
+        """Hides the stack's secrets in engine output before it is shown or kept for a death report."""
         self.engines = [_Engine(spec, plan) for plan in plans for spec in plan.engines]
         self.starter = starter or self._start_local
         self.sink = sink
@@ -213,7 +216,12 @@ class EngineFleet:
     ) -> tuple[Handle, EngineSpec]:
         """A child of ng_run leading its own process group."""
         child = spawn_child(
-            spec.name, spec.argv(), pgid=None, sink=sink, env=plan.env_of(spec, self.base_env)
+            spec.name,
+            spec.argv(),
+            pgid=None,
+            sink=sink,
+            env=plan.env_of(spec, self.base_env),
+            redact=self.redact,
         )
         return child, spec
 

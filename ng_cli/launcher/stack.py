@@ -77,7 +77,12 @@ class Stack:
         self.backend = backend
         """The Ray cluster the engines and actor servers run on; None: everything is a local child."""
         self.sink = sink or ConsoleSink()
-        self.redactor = Redactor([value for server in plan.servers for value in secret_values(server.config)])
+        self.redactor = Redactor(
+            [
+                *(value for server in plan.servers for value in secret_values(server.config)),
+                *(engines.api_key for engines in plan.engines),
+            ]
+        )
         """Hides every secret of the stack in the children's relayed output and death reports."""
         self.children: dict[str, Handle] = {}
         self.ready_s: dict[str, float] = {}
@@ -261,7 +266,9 @@ class Stack:
             sock.close()
         self._engine_sockets.clear()
         starter = self.backend.start_engine if self.backend is not None else None
-        self.engines = EngineFleet(self.plan.engines, sink=self.sink, starter=starter)
+        self.engines = EngineFleet(
+            self.plan.engines, sink=self.sink, starter=starter, redact=self.redactor.text
+        )
         self.engines.start()
 
     def _all_children(self) -> list[Handle]:
