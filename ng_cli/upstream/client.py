@@ -86,29 +86,14 @@ class UpstreamClient:
 
     async def post(self, path: str, payload: Any, *, session_id: str | None, at_root: bool = False) -> Any:
         """POST `payload` to `<base_url><path>` (or `<root_url><path>`) of the session's endpoint."""
-        caller_s = remaining_s()
-        budget_s = self.deadline_s if caller_s is None else min(self.deadline_s, caller_s)
-        attempt = 0
+        attempts = _Attempts(self, path, session_id)
         while True:
-            endpoint = self.pool.route(session_id)
-            if endpoint is None:
-                budget_s = await self._wait_for_endpoint(budget_s)
-                continue
-            if attempt and _caller_gave_up():
-                raise UpstreamTimeoutError(
-                    f"{path}: the caller's deadline passed before attempt {attempt + 1}"
-                )
-            attempt += 1
+            endpoint = await attempts.next_endpoint()
             url = (endpoint.root_url if at_root else endpoint.base_url) + path
             try:
                 return await self._attempt(endpoint, url, payload)
             except UpstreamError as error:
-                if not is_retryable(error) or attempt >= self.retry.max_attempts or budget_s <= 0:
-                    raise
-                self.metrics.endpoints[endpoint.base_url].retries.inc()
-                delay_s = min(self.retry.delay_s(attempt), budget_s)
-                await asyncio.sleep(delay_s)
-                budget_s -= delay_s
+                await attempts.back_off(endpoint, error)
 
     @asynccontextmanager
     async def stream(
@@ -117,19 +102,9 @@ class UpstreamClient:
         """POST a streaming request; yields its events. Failover happens before the first event
         (nothing has reached our caller yet); an error after it is raised to the caller, who has
         already sent bytes and must end its own stream with an error event."""
-        caller_s = remaining_s()
-        budget_s = self.deadline_s if caller_s is None else min(self.deadline_s, caller_s)
-        attempt = 0
+        attempts = _Attempts(self, path, session_id)
         while True:
-            endpoint = self.pool.route(session_id)
-            if endpoint is None:
-                budget_s = await self._wait_for_endpoint(budget_s)
-                continue
-            if attempt and _caller_gave_up():
-                raise UpstreamTimeoutError(
-                    f"{path}: the caller's deadline passed before attempt {attempt + 1}"
-                )
-            attempt += 1
+            endpoint = await attempts.next_endpoint()
             stack = AsyncExitStack()
             try:
                 events = await stack.enter_async_context(
@@ -138,14 +113,7 @@ class UpstreamClient:
                 first = await anext(events, None)
             except BaseException as error:
                 await stack.aclose()
-                if not isinstance(error, UpstreamError) or not is_retryable(error):
-                    raise
-                if attempt >= self.retry.max_attempts or budget_s <= 0:
-                    raise
-                self.metrics.endpoints[endpoint.base_url].retries.inc()
-                delay_s = min(self.retry.delay_s(attempt), budget_s)
-                await asyncio.sleep(delay_s)
-                budget_s -= delay_s
+                await attempts.back_off(endpoint, error)
                 continue
             async with stack:
                 yield _prepended(first, events)
@@ -284,6 +252,44 @@ class UpstreamClient:
             f"no healthy upstream endpoint within request_deadline_s={self.deadline_s:g}: {self.pool.describe_down()}",
             hint="check that the model server is running: curl <base_url>/models",
         )
+
+
+class _Attempts:
+    """The retry loop `post` and `stream` share: the session's endpoint for each attempt (waiting
+    for one while none is healthy), one budget for all attempts and waits, backoff between them."""
+
+    def __init__(self, client: UpstreamClient, path: str, session_id: str | None) -> None:
+        self.client = client
+        self.path = path
+        self.session_id = session_id
+        caller_s = remaining_s()
+        self.budget_s = client.deadline_s if caller_s is None else min(client.deadline_s, caller_s)
+        self.attempt = 0
+
+    async def next_endpoint(self) -> Endpoint:
+        while True:
+            endpoint = self.client.pool.route(self.session_id)
+            if endpoint is None:
+                self.budget_s = await self.client._wait_for_endpoint(self.budget_s)
+                continue
+            if self.attempt and _caller_gave_up():
+                raise UpstreamTimeoutError(
+                    f"{self.path}: the caller's deadline passed before attempt {self.attempt + 1}"
+                )
+            self.attempt += 1
+            return endpoint
+
+    async def back_off(self, endpoint: Endpoint, error: BaseException) -> None:
+        """Sleep before the next attempt; re-raise `error` when another attempt cannot help."""
+        client = self.client
+        if not isinstance(error, UpstreamError) or not is_retryable(error):
+            raise error
+        if self.attempt >= client.retry.max_attempts or self.budget_s <= 0:
+            raise error
+        client.metrics.endpoints[endpoint.base_url].retries.inc()
+        delay_s = min(client.retry.delay_s(self.attempt), self.budget_s)
+        await asyncio.sleep(delay_s)
+        self.budget_s -= delay_s
 
 
 def _caller_gave_up() -> bool:
