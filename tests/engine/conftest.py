@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import os
 import secrets
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from typing import Any
 
+import openai
 import pytest
 
 from ng_cli.engines.local_vllm import VllmServer, build_tiny_model, is_vllm_env_ready, vllm_venv_dir
@@ -60,3 +62,17 @@ def vllm_engine(vllm_env: None, tmp_path_factory: pytest.TempPathFactory) -> Ite
         log_dir=tmp_path_factory.mktemp("vllm"),
     ) as server:
         yield server
+
+
+@pytest.fixture
+async def sdk() -> AsyncIterator[Any]:
+    """An `openai.AsyncOpenAI` factory (`sdk(url)`); every client made is closed after the test."""
+    made: list[openai.AsyncOpenAI] = []
+
+    def make(url: str) -> openai.AsyncOpenAI:
+        made.append(openai.AsyncOpenAI(base_url=f"{url}/v1", api_key="unused", max_retries=0, timeout=180))
+        return made[-1]
+
+    yield make
+    for client in made:
+        await client.close()

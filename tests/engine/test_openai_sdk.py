@@ -9,8 +9,7 @@ The weights are random: the tests assert on structure, never on words.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
@@ -19,11 +18,11 @@ import pytest
 from openai.types.chat import ChatCompletion
 from openai.types.responses import Response, ResponseFunctionToolCall
 
-from ng_cli.config.schema import validate_block
 from ng_cli.engines.local_vllm import VllmServer
 from ng_cli.servers.loading import load_server_class
 from ng_cli.servers.spec import ServerAddress
 from ng_cli.servers.testing import serve_in_thread
+from tests.fixtures.model_server import serve_model
 
 REPO = Path(__file__).resolve().parents[2]
 WEATHER = {
@@ -40,36 +39,6 @@ ASK = [
 """The prompt of tests/engine/test_vllm_model_engine.py, whose forced tool call the random
 weights finish within 64 tokens (another prompt may run to the cap and leave unparsed text)."""
 TOKEN_FIELDS = ("prompt_token_ids", "generation_token_ids", "generation_log_probs")
-
-
-@contextmanager
-def serve_model(engine: VllmServer, **overrides: Any) -> Iterator[str]:
-    block: dict[str, Any] = {
-        "base_url": engine.base_url,
-        "api_key": engine.api_key,
-        "model": engine.model,
-        "return_token_id_information": False,
-        "uses_reasoning_parser": False,
-        "read_timeout_s": 120,
-        **overrides,
-    }
-    server_class = load_server_class(REPO / "responses_api_models" / "vllm_model" / "app.py")
-    server = server_class(validate_block(server_class.config_class, block=block), name="policy_model")
-    with serve_in_thread(server.build_app()) as url:
-        yield url
-
-
-@pytest.fixture
-async def sdk() -> AsyncIterator[Any]:
-    made: list[openai.AsyncOpenAI] = []
-
-    def make(url: str) -> openai.AsyncOpenAI:
-        made.append(openai.AsyncOpenAI(base_url=f"{url}/v1", api_key="unused", max_retries=0, timeout=180))
-        return made[-1]
-
-    yield make
-    for client in made:
-        await client.close()
 
 
 async def test_models_list_and_an_unknown_model(vllm_engine: VllmServer, sdk: Any) -> None:

@@ -11,22 +11,15 @@ from __future__ import annotations
 import asyncio
 import re
 import time
-from collections.abc import AsyncIterator, Iterator
-from contextlib import contextmanager
-from pathlib import Path
 from typing import Any
 
 import aiohttp
-import openai
 import orjson
 import pytest
 
-from ng_cli.config.schema import validate_block
 from ng_cli.engines.local_vllm import VllmServer
-from ng_cli.servers.loading import load_server_class
-from ng_cli.servers.testing import serve_in_thread
+from tests.fixtures.model_server import serve_model
 
-APP = Path(__file__).resolve().parents[2] / "responses_api_models" / "vllm_model" / "app.py"
 WEATHER_TOOL = {
     "type": "function",
     "name": "get_weather",
@@ -39,42 +32,6 @@ LONG = {"max_output_tokens": 1900, "ignore_eos": True, "temperature": 0}
 vLLM's `ignore_eos` passes through)."""
 GENERATED = "vllm:generation_tokens_total"
 IDLE_CAP_S = 30.0
-
-
-def make_server(engine: VllmServer, **overrides: Any) -> Any:
-    block: dict[str, Any] = {
-        "base_url": engine.base_url,
-        "api_key": engine.api_key,
-        "model": engine.model,
-        "return_token_id_information": False,
-        "uses_reasoning_parser": False,
-        "read_timeout_s": 120,
-        **overrides,
-    }
-    server_class = load_server_class(APP)
-    return server_class(validate_block(server_class.config_class, block=block), name="policy_model")
-
-
-@contextmanager
-def serve_model(engine: VllmServer, **overrides: Any) -> Iterator[tuple[str, Any]]:
-    server = make_server(engine, **overrides)
-    with serve_in_thread(server.build_app()) as url:
-        yield url, server
-
-
-@pytest.fixture
-async def sdk() -> AsyncIterator[Any]:
-    """An SDK client factory; every client made is closed after the test."""
-    clients: list[openai.AsyncOpenAI] = []
-
-    def make(url: str) -> openai.AsyncOpenAI:
-        client = openai.AsyncOpenAI(base_url=f"{url}/v1", api_key="unused", max_retries=0, timeout=180)
-        clients.append(client)
-        return client
-
-    yield make
-    for client in clients:
-        await client.close()
 
 
 async def engine_metric(engine: VllmServer, name: str) -> float:
@@ -127,7 +84,7 @@ def our_metric(url: str, name: str) -> float:
 
 
 async def test_responses_stream_is_relayed_while_vllm_decodes(vllm_engine: VllmServer, sdk: Any) -> None:
-    with serve_model(vllm_engine) as (url, _):
+    with serve_model(vllm_engine) as url:
         stream = await sdk(url).responses.create(model="m", input=ASK, stream=True, **_sdk_extra(LONG))
         kinds = []
         async for event in stream:
@@ -147,7 +104,7 @@ async def test_streamed_response_equals_the_unstreamed_one_with_token_ids(
     """Cut by max_output_tokens (random weights never stop): the stream ends with
     `response.incomplete`, as OpenAI's does, carrying the same Response as the unstreamed call."""
     request = {"input": ASK, "max_output_tokens": 24, "temperature": 0, "extra_body": {"seed": 7}}
-    with serve_model(vllm_engine, return_token_id_information=True) as (url, _):
+    with serve_model(vllm_engine, return_token_id_information=True) as url:
         client = sdk(url)
         whole = await client.responses.create(model="m", **request)
         events = [event async for event in await client.responses.create(model="m", stream=True, **request)]
@@ -171,7 +128,7 @@ async def test_streamed_forced_tool_call(vllm_engine: VllmServer, sdk: Any) -> N
         "max_output_tokens": 64,
         "temperature": 0,
     }
-    with serve_model(vllm_engine) as (url, _):
+    with serve_model(vllm_engine) as url:
         events = [event async for event in await sdk(url).responses.create(model="m", stream=True, **request)]
     assert events[-1].type in ("response.completed", "response.incomplete")  # random weights may hit the cap
     final = events[-1].response
@@ -189,7 +146,7 @@ async def test_streamed_forced_tool_call(vllm_engine: VllmServer, sdk: Any) -> N
 
 
 async def test_chat_stream_is_vllms_chunks_with_token_ids(vllm_engine: VllmServer, sdk: Any) -> None:
-    with serve_model(vllm_engine, return_token_id_information=True) as (url, _):
+    with serve_model(vllm_engine, return_token_id_information=True) as url:
         stream = await sdk(url).chat.completions.create(
             model="m",
             messages=ASK,
@@ -213,7 +170,7 @@ async def test_a_client_that_disconnects_stops_the_engine(vllm_engine: VllmServe
     stopped decoding is asserted by the tokens it generated (fewer than the request asked for),
     not by a clock; the time to idle is printed (about 0.1 s here, the acceptance says 1 s)."""
     generated_before = await engine_metric(vllm_engine, GENERATED)
-    with serve_model(vllm_engine) as (url, _):
+    with serve_model(vllm_engine) as url:
         async with aiohttp.ClientSession() as http:
             body = orjson.dumps({"input": ASK, **LONG})
             call = asyncio.create_task(
@@ -233,7 +190,7 @@ async def test_a_client_that_disconnects_stops_the_engine(vllm_engine: VllmServe
 
 async def test_a_streaming_client_that_disconnects_stops_the_engine(vllm_engine: VllmServer) -> None:
     generated_before = await engine_metric(vllm_engine, GENERATED)
-    with serve_model(vllm_engine) as (url, _):
+    with serve_model(vllm_engine) as url:
         async with aiohttp.ClientSession() as http:
             body = orjson.dumps({"messages": ASK, "max_tokens": 1900, "ignore_eos": True, "stream": True})
             async with http.post(
@@ -262,7 +219,7 @@ async def test_the_sdk_stream_helper_accumulates_a_finished_answer(vllm_engine: 
     `responses.stream()` helper checks item by item against what it accumulated."""
     schema = {"type": "string", "enum": ["sunny", "rainy"]}
     text = {"format": {"type": "json_schema", "name": "weather", "schema": schema}}
-    with serve_model(vllm_engine) as (url, _):
+    with serve_model(vllm_engine) as url:
         async with sdk(url).responses.stream(model="m", input=ASK, text=text, max_output_tokens=32) as stream:
             deltas = [event.delta async for event in stream if event.type == "response.output_text.delta"]
             final = await stream.get_final_response()

@@ -29,7 +29,7 @@ from ng_cli.commands.check_tokens import app as check_tokens_app
 from ng_cli.engines.local_vllm import VllmServer, build_tiny_model
 from ng_cli.tokens.chat_template import ChatTokenizer
 from ng_cli.tokens.drift import DriftReport, check_file
-from tests.engine.test_vllm_model_engine import serve_model
+from tests.fixtures.model_server import serve_model
 from tests.fixtures.tokens.engine_checks import generated_texts, parser_mismatches, tail_mismatches
 from tests.fixtures.tokens.rollouts import SYSTEM, WEATHER_TOOL, run_rollouts, write_rollouts
 

@@ -21,7 +21,7 @@ import pytest
 from ng_cli.engines.local_vllm import VllmServer
 from ng_cli.tokens.chat_template import ChatTokenizer
 from ng_cli.tokens.drift import DriftReport, check_file
-from tests.engine.test_vllm_model_engine import serve_model
+from tests.fixtures.model_server import serve_model
 from tests.fixtures.tokens.engine_checks import generated_texts, parser_mismatches, tail_mismatches
 from tests.fixtures.tokens.rollouts import run_rollouts, write_rollouts
 

@@ -6,24 +6,19 @@ The weights are random, so tests assert on structure and on agreement with vLLM'
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
-from contextlib import contextmanager
-from pathlib import Path
+from collections.abc import AsyncIterator
 from typing import Any
 
 import aiohttp
 import orjson
 import pytest
 
-from ng_cli.config.schema import validate_block
 from ng_cli.conversion import to_chat_request
 from ng_cli.engines.local_vllm import VllmServer
 from ng_cli.errors import ConfigError
 from ng_cli.protocol.responses import ResponsesRequest
-from ng_cli.servers.loading import load_server_class
-from ng_cli.servers.testing import serve_in_thread
+from tests.fixtures.model_server import make_server, serve_model
 
-APP = Path(__file__).resolve().parents[2] / "responses_api_models" / "vllm_model" / "app.py"
 WEATHER_TOOL = {
     "type": "function",
     "name": "get_weather",
@@ -36,26 +31,6 @@ CONVERSATION: dict[str, Any] = {
     "max_output_tokens": 12,
     "temperature": 0,
 }
-
-
-def make_server(engine: VllmServer, **overrides: Any) -> Any:
-    block: dict[str, Any] = {
-        "base_url": engine.base_url,
-        "api_key": engine.api_key,
-        "model": engine.model,
-        "return_token_id_information": False,
-        "uses_reasoning_parser": False,
-        "read_timeout_s": 120,
-        **overrides,
-    }
-    server_class = load_server_class(APP)
-    return server_class(validate_block(server_class.config_class, block=block), name="policy_model")
-
-
-@contextmanager
-def serve_model(engine: VllmServer, **overrides: Any) -> Iterator[str]:
-    with serve_in_thread(make_server(engine, **overrides).build_app()) as url:
-        yield url
 
 
 @pytest.fixture
