@@ -123,58 +123,33 @@ class UpstreamClient:
     async def _stream_attempt(
         self, endpoint: Endpoint, url: str, payload: Any
     ) -> AsyncIterator[AsyncIterator[dict[str, Any]]]:
-        """One streamed attempt, accounted like `_attempt` (in flight, latency, outcome)."""
-        metrics = self.metrics.endpoints[endpoint.base_url]
-        outcome = "ok"
-        self.pool.begin(endpoint)
-        started = time.perf_counter()
-        try:
-            async with self.http.stream_json(
-                url, payload, headers=self.headers, timeouts=self.timeouts
-            ) as events:
-                yield events
-        except UpstreamHTTPError as error:
-            if error.status >= 500:
-                outcome = "server_error"
-                self._endpoint_failed(endpoint, f"HTTP {error.status}")
-                raise
-            translated = _client_error(error, endpoint)
-            outcome = "context_overflow" if isinstance(translated, ContextOverflowError) else "client_error"
-            raise translated from None
-        except UpstreamTimeoutError:
-            outcome = "timeout"
-            if not _caller_gave_up():
-                self._endpoint_failed(endpoint, f"stream timed out (read {self.timeouts.read_s:g} s)")
-            raise
-        except UpstreamUnavailableError as error:
-            outcome = "unavailable"
-            self._endpoint_failed(endpoint, _cause(error))
-            raise
-        except InvalidOutputError:
-            outcome = "invalid"
-            raise
-        except (asyncio.CancelledError, GeneratorExit):
-            outcome = "aborted"  # our caller went away; closing the connection makes vLLM abort
-            raise
-        finally:
-            self.pool.end(endpoint)
-            metrics.latency.observe(time.perf_counter() - started)
-            metrics.outcomes[outcome].inc()
-        self.pool.record_success(endpoint)
+        """One streamed attempt, accounted as `_attempt` is (held until the stream is read)."""
+        async with (
+            self._accounted(endpoint),
+            self.http.stream_json(url, payload, headers=self.headers, timeouts=self.timeouts) as events,
+        ):
+            yield events
 
     async def _attempt(self, endpoint: Endpoint, url: str, payload: Any) -> Any:
+        async with self._accounted(endpoint):
+            return await self.http.post_json(url, payload, headers=self.headers, timeouts=self.timeouts)
+
+    @asynccontextmanager
+    async def _accounted(self, endpoint: Endpoint) -> AsyncIterator[None]:
+        """One attempt on `endpoint`: in flight while it runs, its latency and outcome counted, the
+        endpoint marked down for what is its fault (5xx, timeout, unreachable), a 4xx translated."""
         metrics = self.metrics.endpoints[endpoint.base_url]
         outcome = "ok"
         self.pool.begin(endpoint)
         started = time.perf_counter()
         try:
-            body = await self.http.post_json(url, payload, headers=self.headers, timeouts=self.timeouts)
+            yield
         except UpstreamHTTPError as error:
             if error.status >= 500:
                 outcome = "server_error"
                 self._endpoint_failed(endpoint, f"HTTP {error.status}")
                 raise
-            self.pool.record_success(endpoint)
+            self.pool.record_success(endpoint)  # it answered: the request was at fault
             translated = _client_error(error, endpoint)
             outcome = "context_overflow" if isinstance(translated, ContextOverflowError) else "client_error"
             raise translated from None
@@ -193,7 +168,7 @@ class UpstreamClient:
         except InvalidOutputError:
             outcome = "invalid"
             raise
-        except asyncio.CancelledError:
+        except (asyncio.CancelledError, GeneratorExit):
             outcome = "aborted"  # our caller went away; the closed connection makes vLLM abort
             raise
         finally:
@@ -201,7 +176,6 @@ class UpstreamClient:
             metrics.latency.observe(time.perf_counter() - started)
             metrics.outcomes[outcome].inc()
         self.pool.record_success(endpoint)
-        return body
 
     def _endpoint_failed(self, endpoint: Endpoint, reason: str) -> None:
         if self.pool.record_failure(endpoint, reason, now=asyncio.get_running_loop().time()):
