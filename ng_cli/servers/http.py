@@ -154,16 +154,8 @@ class HttpClient:
         Under a caller's deadline (`ng_cli.servers.deadline`), the timeouts are capped by what is
         left of it and the rest is forwarded in `X-NG-Deadline-S`; a passed deadline sends nothing.
         """
-        timeouts = timeouts or self.timeouts
         all_headers = {**_JSON_HEADERS, **(headers or {})}
-        left = remaining_s()
-        if left is not None:
-            if left <= 0:
-                raise UpstreamTimeoutError(
-                    f"{method} {url} not sent: the caller's deadline has passed", endpoint=url
-                )
-            timeouts = timeouts.capped(left)
-            all_headers[DEADLINE_HEADER] = f"{left:.3f}"
+        timeouts = self._under_deadline(f"{method} {url}", url, timeouts, all_headers)
         async with self._translated_errors(url, timeouts):
             data = None if json is None else orjson.dumps(json)
             if cookies:
@@ -181,6 +173,20 @@ class HttpClient:
                 f"{method} {url} answered with a body that is not JSON: {_short(body.decode('utf-8', 'replace'))}"
             ) from exc
 
+    def _under_deadline(
+        self, what: str, url: str, timeouts: Timeouts | None, headers: dict[str, str]
+    ) -> Timeouts:
+        """The timeouts capped by the caller's deadline, whose rest goes on in `X-NG-Deadline-S`
+        (added to `headers`); a passed deadline sends nothing."""
+        timeouts = timeouts or self.timeouts
+        left = remaining_s()
+        if left is None:
+            return timeouts
+        if left <= 0:
+            raise UpstreamTimeoutError(f"{what} not sent: the caller's deadline has passed", endpoint=url)
+        headers[DEADLINE_HEADER] = f"{left:.3f}"
+        return timeouts.capped(left)
+
     @asynccontextmanager
     async def stream_json(
         self,
@@ -196,16 +202,8 @@ class HttpClient:
         an error status is raised before anything is yielded. Leaving the block early (the
         caller's client went away) closes the connection, which is how vLLM learns to abort.
         """
-        timeouts = timeouts or self.timeouts
         all_headers = {**_JSON_HEADERS, "Accept": "text/event-stream", **(headers or {})}
-        left = remaining_s()
-        if left is not None:
-            if left <= 0:
-                raise UpstreamTimeoutError(
-                    f"POST {url} not sent: the caller's deadline has passed", endpoint=url
-                )
-            timeouts = timeouts.capped(left)
-            all_headers[DEADLINE_HEADER] = f"{left:.3f}"
+        timeouts = self._under_deadline(f"POST {url}", url, timeouts, all_headers)
         async with self._translated_errors(url, timeouts):
             response = await self.session.post(
                 url, data=orjson.dumps(payload), headers=all_headers, timeout=timeouts.to_aiohttp()
