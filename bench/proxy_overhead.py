@@ -515,14 +515,15 @@ async def main_async(args: argparse.Namespace) -> None:
     write_results(samples, cpu, args)
 
 
+def _machine() -> dict[str, Any]:
+    """Where a result was measured (every results file names it)."""
+    return {"cpus": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform()}
+
+
 def write_results(samples: list[Sample], cpu: dict[str, dict[str, float]], args: argparse.Namespace) -> None:
     patterns = ("sequential", f"{args.concurrency} concurrent")
     result = {
-        "machine": {
-            "cpus": os.cpu_count(),
-            "python": platform.python_version(),
-            "platform": platform.platform(),
-        },
+        "machine": _machine(),
         "settings": {
             **vars(args),
             "prompt_tokens": PROMPT_TOKENS,
@@ -680,11 +681,7 @@ def render_streaming(samples: list[StreamSample], console: Console) -> None:
 
 def write_stream_results(samples: list[StreamSample], args: argparse.Namespace) -> None:
     result = {
-        "machine": {
-            "cpus": os.cpu_count(),
-            "python": platform.python_version(),
-            "platform": platform.platform(),
-        },
+        "machine": _machine(),
         "settings": {
             "tokens": args.tokens,
             "token_interval_ms": args.token_interval_ms,
