@@ -28,22 +28,14 @@ from typer.testing import CliRunner
 from ng_cli.commands.check_tokens import app as check_tokens_app
 from ng_cli.engines.local_vllm import VllmServer, build_tiny_model
 from ng_cli.tokens.chat_template import ChatTokenizer
-from ng_cli.tokens.drift import DriftReport, check_file
 from tests.fixtures.model_server import serve_model
 from tests.fixtures.tokens.engine_checks import generated_texts, parser_mismatches, tail_mismatches
-from tests.fixtures.tokens.rollouts import SYSTEM, WEATHER_TOOL, run_rollouts, write_rollouts
+from tests.fixtures.tokens.rollouts import SYSTEM, WEATHER_TOOL, Run, collect_both_ways
 
 ROLLOUTS = int(os.environ.get("NG_TOKEN_EXACT_ROLLOUTS", "200"))
 CITY = "(Paris|London|Tokyo|Berlin)"
 TOOL_CALL = rf'<tool_call>\n\{{"name": "get_weather", "arguments": \{{"city": "{CITY}"\}}\}}\n</tool_call>'
 ANSWER = rf"It is (sunny|cloudy|rainy) in {CITY}, [0-9]{{1,2}} degrees\."
-
-
-@dataclass(frozen=True)
-class Run:
-    rows: list[dict[str, Any]]
-    path: Path
-    report: DriftReport
 
 
 @dataclass(frozen=True)
@@ -68,19 +60,9 @@ def collected(vllm_env: None, tmp_path_factory: pytest.TempPathFactory) -> Itera
     with VllmServer.start(
         model_dir, api_key=secrets.token_urlsafe(16), served_model_name="tiny-qwen2", log_dir=tmp
     ) as engine:
-        runs = {}
-        for token_exact in (False, True):
-            with serve_model(
-                engine,
-                return_token_id_information=True,
-                token_exact=token_exact,
-                tokenizer_path=str(model_dir),
-            ) as url:
-                rows = asyncio.run(
-                    run_rollouts(url, ROLLOUTS, max_turns=lambda index: 2 + index % 2, extras=turn_extras)
-                )
-            path = write_rollouts(tmp / f"token_exact_{str(token_exact).lower()}.jsonl", rows)
-            runs[token_exact] = Run(rows, path, check_file(path))
+        runs = collect_both_ways(
+            engine, model_dir, tmp, ROLLOUTS, max_turns=lambda index: 2 + index % 2, extras=turn_extras
+        )
         yield Collected(engine, model_dir, ChatTokenizer.load(model_dir), runs)
 
 

@@ -14,16 +14,13 @@ import os
 import secrets
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from ng_cli.engines.local_vllm import VllmServer
 from ng_cli.tokens.chat_template import ChatTokenizer
-from ng_cli.tokens.drift import DriftReport, check_file
-from tests.fixtures.model_server import serve_model
 from tests.fixtures.tokens.engine_checks import generated_texts, parser_mismatches, tail_mismatches
-from tests.fixtures.tokens.rollouts import run_rollouts, write_rollouts
+from tests.fixtures.tokens.rollouts import Run, collect_both_ways
 
 ROOT = Path(__file__).resolve().parents[2]
 MODEL_DIR = ROOT / "models" / "tiny-weather"
@@ -34,34 +31,24 @@ ROLLOUTS = int(os.environ.get("NG_TOKEN_EXACT_ROLLOUTS", "200"))
 def collected(
     vllm_env: None,
     tmp_path_factory: pytest.TempPathFactory,
-) -> Iterator[tuple[VllmServer, dict[bool, tuple[list[dict[str, Any]], DriftReport]]]]:
+) -> Iterator[tuple[VllmServer, dict[bool, Run]]]:
     tmp = tmp_path_factory.mktemp("token-exact-embedded")
     with VllmServer.start(
         MODEL_DIR, api_key=secrets.token_urlsafe(16), served_model_name="tiny-weather", log_dir=tmp
     ) as engine:
-        runs = {}
-        for token_exact in (False, True):
-            with serve_model(
-                engine,
-                return_token_id_information=True,
-                token_exact=token_exact,
-                tokenizer_path=str(MODEL_DIR),
-            ) as url:
-                rows = asyncio.run(
-                    run_rollouts(url, ROLLOUTS, max_turns=lambda index: 3, extras=lambda i, t: {})
-                )
-            path = write_rollouts(tmp / f"token_exact_{str(token_exact).lower()}.jsonl", rows)
-            runs[token_exact] = (rows, check_file(path))
+        runs = collect_both_ways(
+            engine, MODEL_DIR, tmp, ROLLOUTS, max_turns=lambda index: 3, extras=lambda i, t: {}
+        )
         yield engine, runs
 
 
 def test_embedded_model_with_token_exact_never_drifts(
-    collected: tuple[VllmServer, dict[bool, tuple[list[dict[str, Any]], DriftReport]]],
+    collected: tuple[VllmServer, dict[bool, Run]],
 ) -> None:
     engine, runs = collected
-    print("token_exact false:", runs[False][1].summary())
-    print("token_exact true:", runs[True][1].summary())
-    rows, report = runs[True]
+    print("token_exact false:", runs[False].report.summary())
+    print("token_exact true:", runs[True].report.summary())
+    rows, report = runs[True].rows, runs[True].report
     assert report.with_token_ids == ROLLOUTS
     assert report.drifted == 0
     turns = [len([i for i in row["response"]["output"] if "prompt_token_ids" in i]) for row in rows]
