@@ -1,6 +1,7 @@
 """Engines as children of ng_run: spawned first, waited for, checked, restarted, reported.
 
-    EngineFleet(plans).start()   spawn every engine (`engines.plan.EngineSpec.argv`, env with the key)
+    EngineFleet(plans).start()   spawn every engine (`engines.plan.EngineSpec.argv`, env with the key);
+                                 engines on the same GPU start one after another (see below)
     wait_ready(should_stop)      each engine answers /health and lists its model on /v1/models,
                                  with a progress line every 10 s (GPU starts take minutes); then the
                                  start-up check: effective TP and EP sizes equal the planned ones
@@ -15,6 +16,13 @@ can end exactly what that engine spawned (EngineCore, workers); `pgids` lists ev
 the stack's stop, which signals them all. On Ray the same fleet runs with another `start`
 (`RayBackend.start_engine`: an actor on the engine's placement-group bundle owns the process and
 reports the address it serves at), so readiness, checks and restarts are this module's either way.
+
+Engines that share a GPU (`replicas_per_device`, or two instances given the same device) never
+start at the same time: vLLM sizes its KV cache from the device's free memory during its own
+start-up, so memory a neighbour allocates meanwhile is counted as its own, and it fails with "No
+available memory for the cache blocks" (seen on an H100 with two replicas at 0.3 each). The later
+one is spawned once the earlier one serves; a restart waits the same way for a neighbour that is
+itself starting.
 """
 
 from __future__ import annotations
@@ -76,6 +84,8 @@ class _Engine:
     ready_s: float | None = None
     restart_at: float | None = None
     probed_at: float = 0.0
+    deferred: bool = False
+    """Not spawned yet: an engine on the same GPU is still starting."""
 
     @property
     def key(self) -> tuple[str, int]:
@@ -95,12 +105,17 @@ class EngineFleet:
         clock: Callable[[], float] = time.monotonic,
         starter: EngineStarter | None = None,
         redact: Callable[[str], str] | None = None,
+        before_spawn: Callable[[EngineSpec], None] = lambda spec: None,
     ) -> None:
         self.plans = plans
         self.redact = redact
         """Hides the stack's secrets in engine output before it is shown or kept for a death report."""
         self.engines = [_Engine(spec, plan) for plan in plans for spec in plan.engines]
         self.starter = starter or self._start_local
+        self.before_spawn = before_spawn
+        """Runs right before an engine is spawned (ng_run releases the ports it held for it)."""
+        self._same_host = starter is None
+        """Local engines' device ids are this machine's; on Ray only one instance's replicas share bundles."""
         self.sink = sink
         self.base_env = dict(os.environ if base_env is None else base_env)
         self.clock = clock
@@ -125,7 +140,16 @@ class EngineFleet:
 
     def start(self) -> None:
         for engine in self.engines:
-            self._spawn(engine)
+            neighbour = self._starting_neighbour(engine)
+            if neighbour is None:
+                self._spawn(engine)
+                continue
+            engine.deferred = True
+            self._say(
+                f"{engine.spec.name} starts once {neighbour.spec.name} is ready: they share GPU "
+                f"{','.join(sorted(set(engine.spec.devices) & set(neighbour.spec.devices)))}, and vLLM sizes its "
+                "KV cache from the memory left free while it starts"
+            )
 
     def wait_ready(self, *, should_stop: Callable[[], bool] = lambda: False) -> dict[str, float]:
         """Seconds to ready per engine; LaunchError for a death, a timeout or a parallelism mismatch."""
@@ -135,8 +159,11 @@ class EngineFleet:
             if should_stop():
                 raise LaunchError("start-up interrupted while the engines were starting")
             for engine in waiting:
+                if engine.deferred:
+                    continue
                 self._check_alive_before_ready(engine)
                 self._probe(engine, force=True)
+            self._start_deferred()
             waiting = [engine for engine in waiting if engine.ready_s is None]
             now = self.clock()
             if waiting and now >= next_progress:
@@ -162,10 +189,14 @@ class EngineFleet:
                 self._schedule_restart(engine, now)
         for engine in self.engines:
             if engine.restart_at is not None and now >= engine.restart_at:
-                engine.restart_at = None
-                self._spawn(engine)
+                if self._starting_neighbour(engine) is None:  # else: again on the next poll
+                    engine.restart_at = None
+                    self._spawn(engine)
             elif (
-                engine.restart_at is None and engine.ready_s is None and now - engine.probed_at >= _REPROBE_S
+                engine.restart_at is None
+                and not engine.deferred
+                and engine.ready_s is None
+                and now - engine.probed_at >= _REPROBE_S
             ):
                 self._check_alive_before_ready(engine)
                 if self._probe(engine):
@@ -195,9 +226,35 @@ class EngineFleet:
 
     # -- internals ---------------------------------------------------------------------------
 
+    def _shares_gpu(self, one: _Engine, other: _Engine) -> bool:
+        if not set(one.spec.devices) & set(other.spec.devices):
+            return False
+        return self._same_host or one.plan is other.plan
+
+    def _starting_neighbour(self, engine: _Engine) -> _Engine | None:
+        """An engine on the same GPU that is spawned and not serving yet (a restart pending is not)."""
+        for other in self.engines:
+            if (
+                other is not engine
+                and other.child is not None
+                and other.restart_at is None
+                and other.ready_s is None
+                and self._shares_gpu(engine, other)
+            ):
+                return other
+        return None
+
+    def _start_deferred(self) -> None:
+        """Spawn the deferred engines whose neighbours now serve, one per GPU at a time."""
+        for engine in self.engines:
+            if engine.deferred and self._starting_neighbour(engine) is None:
+                engine.deferred = False
+                self._spawn(engine)
+
     def _spawn(self, engine: _Engine) -> None:
         if engine.child is not None:  # a restart: the old one is gone (killed with its group)
             engine.child.wait(5.0)
+        self.before_spawn(engine.spec)
         engine.facts = EngineFacts()
         engine.ready_s = None
         engine.started_at = self.clock()
@@ -307,6 +364,9 @@ class EngineFleet:
         )
 
     def _waiting_text(self, engine: _Engine, now: float) -> str:
+        neighbour = self._starting_neighbour(engine) if engine.deferred else None
+        if neighbour is not None:
+            return f"not started yet: {neighbour.spec.name} on the same GPU is still starting"
         last = engine.child.last_lines()[-1:] if engine.child is not None else []
         return f"{now - engine.started_at:.0f} s, last line: {last[0][:160] if last else '(none yet)'}"
 

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ng_cli.config.secrets import Redactor, secret_values
-from ng_cli.engines.plan import InstanceEngines
+from ng_cli.engines.plan import EngineSpec, InstanceEngines
 from ng_cli.errors import LaunchError
 from ng_cli.launcher.engines import EngineFleet
 from ng_cli.launcher.health import ExitedBeforeReadyError, NotReadyError, Target, wait_until_ready
@@ -89,7 +89,8 @@ class Stack:
         self.head: HeadServer | None = None
         self.engines = EngineFleet((), sink=self.sink)
         self._sockets: dict[str, socket.socket] = {}
-        self._engine_sockets: list[socket.socket] = []
+        self._engine_sockets: dict[int, socket.socket] = {}
+        """Port -> the socket that holds it for an engine until that engine is spawned."""
         self._pgids: set[int] = set()
         self._started = time.monotonic()
         self._stopped = False
@@ -172,7 +173,7 @@ class Stack:
                 self.sink("ng_run", said)
         if self.head is not None:
             self.head.join(timeout_s=max(0.1, deadline - time.monotonic()))
-        for sock in [*self._sockets.values(), *self._engine_sockets]:
+        for sock in [*self._sockets.values(), *self._engine_sockets.values()]:
             sock.close()
         for child in self._all_children():
             child.wait(max(0.0, min(0.5, deadline - time.monotonic())))
@@ -257,19 +258,27 @@ class Stack:
         host = plan.engines[0].host if plan.engines else "127.0.0.1"
         http, rpc = plan.ports_needed()
         held = [bind_listener(host, 0, owner=f"{plan.instance} engines") for _ in range(http + rpc)]
-        self._engine_sockets.extend(held)
         ports = [sock.getsockname()[1] for sock in held]
+        self._engine_sockets.update(zip(ports, held, strict=True))
         return plan.with_ports(ports[:http], ports[http:])
 
     def _spawn_engines(self) -> None:
-        for sock in self._engine_sockets:  # release the reservations right before vLLM binds them
-            sock.close()
-        self._engine_sockets.clear()
         starter = self.backend.start_engine if self.backend is not None else None
         self.engines = EngineFleet(
-            self.plan.engines, sink=self.sink, starter=starter, redact=self.redactor.text
+            self.plan.engines,
+            sink=self.sink,
+            starter=starter,
+            redact=self.redactor.text,
+            before_spawn=self._release_engine_ports,
         )
         self.engines.start()
+
+    def _release_engine_ports(self, spec: EngineSpec) -> None:
+        """Close what held an engine's ports right before it binds them (a deferred engine's stay held)."""
+        for port in (spec.port, spec.rpc_port):
+            sock = self._engine_sockets.pop(port, None) if port else None
+            if sock is not None:
+                sock.close()
 
     def _all_children(self) -> list[Handle]:
         return [*self.children.values(), *self.engines.children]
