@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The GPU runs of docs/engine.md ("On a GPU"), one step per device call, in the order given, on a
 # machine with no network: the engine venv is installed from the offline wheelhouse parts carried
-# as .wh01 .. .wh05 (docs/engine.md "Air-gapped install"), the project's few extra wheels as .whl.
+# as .wh01 .. .wh05 (docs/engine.md "Air-gapped install"); the project's own dependencies that
+# neither vLLM nor the image brings travel as wheels in .whl, with the last part.
 # Every step writes its figures and logs under $OUT (default bench/results/gpu).
 #
 #   bash bench/gpu_session.sh stage .wh01        (once per part but the last)
@@ -27,9 +28,10 @@ case "$step" in
   install)
     started=$(date +%s)
     bash scripts/build_vllm_env.sh --wheelhouse "${2:?last part folder}" --stage "$STAGE" --python python3 --venv "$VENV"
-    # The project's servers run in the same interpreter (vLLM brings fastapi, pydantic, uvicorn ...).
-    "$PY" -m pip install -q --no-index --no-deps --find-links .whl .whl/*.whl
-    "$PY" -m pip install -q --no-index --no-deps --no-build-isolation -e .
+    # The project's servers run in the same interpreter (vLLM brings fastapi, pydantic, uvicorn ...);
+    # pip takes from the carried wheels only what neither the venv nor the image already has;
+    # pytest-asyncio for tests/gpu (the image has pytest).
+    "$PY" -m pip install -q --no-index --find-links .whl --no-build-isolation -e . pytest-asyncio
     "$PY" -c "import vllm, torch, ng_cli; print('vllm', vllm.__version__, 'torch', torch.__version__, torch.cuda.get_device_name(0))" \
       | tee "$OUT/install.txt"
     echo "install took $(( $(date +%s) - started )) s" | tee -a "$OUT/install.txt"
@@ -48,10 +50,10 @@ case "$step" in
   dense8b)
     mkdir -p /tmp/ng-models
     "$PY" ng_cli/engines/tiny_model.py --arch llama3-8b --out /tmp/ng-models/llama3-8b-shape > /dev/null
-    name="${2:-engine_efficiency_8b}"
+    name="${2:-engine_efficiency_8b_graphs}"
     shift $(( $# > 1 ? 2 : 1 ))
     "$PY" bench/engine_efficiency.py --config responses_api_models/local_vllm_model/configs/gpu_dense_8b_dummy.yaml \
-      --stack --concurrency 64 256 1024 --requests 1024 --rounds 2 --max-tokens 128 "$@" \
+      --stack --concurrency 64 256 1024 --waves 4 --rounds 3 --max-tokens 128 --agent-workers 4 "$@" \
       --out "$OUT/$name.json" 2>&1 | tee "$OUT/$name.txt"
     ;;
   *)
