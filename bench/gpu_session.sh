@@ -2,7 +2,11 @@
 # The GPU runs of docs/engine.md ("On a GPU"), one step per device call, in the order given, on a
 # machine with no network: the engine venv is installed from the offline wheelhouse parts carried
 # as .wh01 .. .wh05 (docs/engine.md "Air-gapped install"); the project's own dependencies that
-# neither vLLM nor the image brings travel as wheels in .whl, with the last part.
+# neither vLLM nor the image brings travel as wheels in .whl, with the last part (made where there
+# is network: `pip download --only-binary=:all: --python-version 3.12 --implementation cp
+# --platform manylinux_2_17_x86_64 --platform any -d .whl` of pyproject.toml's dependencies and
+# pytest-asyncio, after `pip wheel --no-deps -w .whl antlr4-python3-runtime==4.9.3`, which has no
+# wheel; less what the runtime list or torch bring, 10 MB; pip takes from it only what is missing).
 # Every step writes its figures and logs under $OUT (default bench/results/gpu).
 #
 #   bash bench/gpu_session.sh stage .wh01        (once per part but the last)
