@@ -16,9 +16,10 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -52,7 +53,8 @@ def run_foreground(command: Sequence[str], *, env: Mapping[str, str], cwd: Path,
     On Ctrl-C the child got the SIGINT too (same process group); on SIGTERM or a timeout it did
     not, so it gets one. Either way it has time to finish its last writes before a SIGKILL.
     """
-    process = subprocess.Popen(list(command), cwd=cwd, env=dict(env), stdin=subprocess.DEVNULL)
+    with _sigint_receivable():
+        process = subprocess.Popen(list(command), cwd=cwd, env=dict(env), stdin=subprocess.DEVNULL)
     try:
         return process.wait(timeout=timeout_s)
     except subprocess.TimeoutExpired:
@@ -64,6 +66,27 @@ def run_foreground(command: Sequence[str], *, env: Mapping[str, str], cwd: Path,
     except BaseException:
         _interrupt(process, first_wait_s=2.0)
         raise
+
+
+@contextlib.contextmanager
+def _sigint_receivable() -> Iterator[None]:
+    """Spawn with SIGINT not ignored, so the child can be stopped by the SIGINT we send it.
+
+    An ignored SIGINT (we run under `nohup`, or as `cmd &` from a script) stays ignored across
+    exec, and a Python child then never raises KeyboardInterrupt; a handled one is reset to the
+    default at exec. So for the spawn, a no-op handler stands in for SIG_IGN.
+    """
+    if (
+        signal.getsignal(signal.SIGINT) is not signal.SIG_IGN
+        or threading.current_thread() is not threading.main_thread()
+    ):
+        yield
+        return
+    signal.signal(signal.SIGINT, lambda _signum, _frame: None)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def _interrupt(process: subprocess.Popen[bytes], *, first_wait_s: float = 0.0) -> None:
