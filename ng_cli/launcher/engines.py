@@ -84,8 +84,6 @@ class _Engine:
     ready_s: float | None = None
     restart_at: float | None = None
     probed_at: float = 0.0
-    deferred: bool = False
-    """Not spawned yet: an engine on the same GPU is still starting."""
 
     @property
     def key(self) -> tuple[str, int]:
@@ -139,17 +137,15 @@ class EngineFleet:
         )
 
     def start(self) -> None:
+        self._start_deferred()
         for engine in self.engines:
-            neighbour = self._starting_neighbour(engine)
-            if neighbour is None:
-                self._spawn(engine)
-                continue
-            engine.deferred = True
-            self._say(
-                f"{engine.spec.name} starts once {neighbour.spec.name} is ready: they share GPU "
-                f"{','.join(sorted(set(engine.spec.devices) & set(neighbour.spec.devices)))}, and vLLM sizes its "
-                "KV cache from the memory left free while it starts"
-            )
+            neighbour = self._starting_neighbour(engine) if engine.child is None else None
+            if neighbour is not None:
+                self._say(
+                    f"{engine.spec.name} starts once {neighbour.spec.name} is ready: they share GPU "
+                    f"{','.join(sorted(set(engine.spec.devices) & set(neighbour.spec.devices)))}, and vLLM "
+                    "sizes its KV cache from the memory left free while it starts"
+                )
 
     def wait_ready(self, *, should_stop: Callable[[], bool] = lambda: False) -> dict[str, float]:
         """Seconds to ready per engine; LaunchError for a death, a timeout or a parallelism mismatch."""
@@ -159,7 +155,7 @@ class EngineFleet:
             if should_stop():
                 raise LaunchError("start-up interrupted while the engines were starting")
             for engine in waiting:
-                if engine.deferred:
+                if engine.child is None:  # deferred: not spawned yet
                     continue
                 self._check_alive_before_ready(engine)
                 self._probe(engine, force=True)
@@ -194,7 +190,7 @@ class EngineFleet:
                     self._spawn(engine)
             elif (
                 engine.restart_at is None
-                and not engine.deferred
+                and engine.child is not None
                 and engine.ready_s is None
                 and now - engine.probed_at >= _REPROBE_S
             ):
@@ -245,10 +241,9 @@ class EngineFleet:
         return None
 
     def _start_deferred(self) -> None:
-        """Spawn the deferred engines whose neighbours now serve, one per GPU at a time."""
+        """Spawn the engines never spawned whose neighbours on the GPU serve, one per GPU at a time."""
         for engine in self.engines:
-            if engine.deferred and self._starting_neighbour(engine) is None:
-                engine.deferred = False
+            if engine.child is None and self._starting_neighbour(engine) is None:
                 self._spawn(engine)
 
     def _spawn(self, engine: _Engine) -> None:
@@ -364,7 +359,7 @@ class EngineFleet:
         )
 
     def _waiting_text(self, engine: _Engine, now: float) -> str:
-        neighbour = self._starting_neighbour(engine) if engine.deferred else None
+        neighbour = self._starting_neighbour(engine) if engine.child is None else None
         if neighbour is not None:
             return f"not started yet: {neighbour.spec.name} on the same GPU is still starting"
         last = engine.child.last_lines()[-1:] if engine.child is not None else []

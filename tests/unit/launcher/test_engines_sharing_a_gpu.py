@@ -19,7 +19,6 @@ import pytest
 from ng_cli.engines.config import LocalVllmModelConfig
 from ng_cli.engines.plan import EngineSpec, InstanceEngines, plan_engines
 from ng_cli.launcher.engines import EngineFleet
-from ng_cli.launcher.process import Handle, LineSink
 
 STUB = Path(__file__).resolve().parents[2] / "fixtures" / "stub_vllm.py"
 
@@ -48,29 +47,24 @@ def _plan(tmp_path: Path, devices: tuple[str, ...], replicas_per_device: int) ->
 
 
 @pytest.fixture
-def spawns(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, list[str]]]:
-    """(engine spawned, the engines serving at that moment), in spawn order; stub engines."""
+def stub_engines(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(
         EngineSpec,
         "argv",
         lambda self: [sys.executable, str(STUB), "--port", str(self.port), "--model", self.served_model_name],
     )
-    record: list[tuple[str, list[str]]] = []
-    start_local = EngineFleet._start_local
-
-    def recording(
-        fleet: EngineFleet, spec: EngineSpec, plan: InstanceEngines, sink: LineSink
-    ) -> tuple[Handle, EngineSpec]:
-        serving = [engine.spec.name for engine in fleet.engines if engine.ready_s is not None]
-        record.append((spec.name, serving))
-        return start_local(fleet, spec, plan, sink)
-
-    monkeypatch.setattr(EngineFleet, "_start_local", recording)
-    return record
 
 
-def _fleet(plan: InstanceEngines, said: list[str]) -> EngineFleet:
-    return EngineFleet((plan,), sink=lambda name, line: said.append(line))
+def _fleet(plan: InstanceEngines, said: list[str], spawns: list[tuple[str, list[str]]]) -> EngineFleet:
+    """Records (engine spawned, the engines serving at that moment) through `before_spawn`."""
+
+    def record(spec: EngineSpec) -> None:
+        spawns.append(
+            (spec.name, [engine.spec.name for engine in fleet.engines if engine.ready_s is not None])
+        )
+
+    fleet = EngineFleet((plan,), sink=lambda name, line: said.append(line), before_spawn=record)
+    return fleet
 
 
 def _stop(fleet: EngineFleet) -> None:
@@ -80,11 +74,11 @@ def _stop(fleet: EngineFleet) -> None:
         child.wait(5.0)
 
 
-def test_two_replicas_on_one_gpu_start_one_after_the_other(
-    tmp_path: Path, spawns: list[tuple[str, list[str]]]
-) -> None:
+@pytest.mark.usefixtures("stub_engines")
+def test_two_replicas_on_one_gpu_start_one_after_the_other(tmp_path: Path) -> None:
     said: list[str] = []
-    fleet = _fleet(_plan(tmp_path, ("0",), replicas_per_device=2), said)
+    spawns: list[tuple[str, list[str]]] = []
+    fleet = _fleet(_plan(tmp_path, ("0",), replicas_per_device=2), said, spawns)
     try:
         fleet.start()
         assert spawns == [("policy/engine-0", [])]  # engine-1 waits
@@ -111,11 +105,11 @@ def test_two_replicas_on_one_gpu_start_one_after_the_other(
         _stop(fleet)
 
 
-def test_replicas_on_their_own_gpus_start_together(
-    tmp_path: Path, spawns: list[tuple[str, list[str]]]
-) -> None:
+@pytest.mark.usefixtures("stub_engines")
+def test_replicas_on_their_own_gpus_start_together(tmp_path: Path) -> None:
     said: list[str] = []
-    fleet = _fleet(_plan(tmp_path, ("0", "1"), replicas_per_device=1), said)
+    spawns: list[tuple[str, list[str]]] = []
+    fleet = _fleet(_plan(tmp_path, ("0", "1"), replicas_per_device=1), said, spawns)
     try:
         fleet.start()
         assert spawns == [("policy/engine-0", []), ("policy/engine-1", [])]
