@@ -13,11 +13,12 @@ from typing import Any, Literal
 
 from pydantic import Field, SecretStr, field_validator
 
-from ng_cli.upstream.config import VllmModelConfig
+from ng_cli.upstream.config import VllmModelConfig, WeightUpdateDeadlines
 
-__all__ = ["DataParallelMode", "LocalVllmModelConfig"]
+__all__ = ["DataParallelMode", "LocalVllmModelConfig", "WeightTransfer"]
 
 DataParallelMode = Literal["replicas", "internal_lb", "external_lb"]
+WeightTransfer = Literal["none", "nccl", "ipc"]
 
 
 class LocalVllmModelConfig(VllmModelConfig):
@@ -63,6 +64,15 @@ class LocalVllmModelConfig(VllmModelConfig):
     `gpu_memory_utilization` below 1 / this): more engines than GPUs for a small model."""
     num_gpus: int | None = Field(default=None, ge=0)
     """GPUs to plan for when `CUDA_VISIBLE_DEVICES` is unset (0 or unset there: CPU engines)."""
+
+    weight_updates: bool = False
+    """Engines that take new weights mid-run (`ng_update_weights`, docs/training.md): vLLM's admin
+    routes on, behind the engines' key on every route, on loopback only."""
+    weight_transfer: WeightTransfer = "none"
+    """Also let a trainer push tensors itself (vLLM's `--weight-transfer-config` backend):
+    `nccl` or `ipc`. With it, `load_format: dummy` is allowed (disk reloads are then refused)."""
+    weight_update_deadlines: WeightUpdateDeadlines = WeightUpdateDeadlines()
+    """Per-phase deadlines of an update, per engine."""
 
     @field_validator("engine_ports")
     @classmethod

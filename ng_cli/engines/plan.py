@@ -30,6 +30,7 @@ from ng_cli.engines.config import DataParallelMode, LocalVllmModelConfig
 from ng_cli.engines.model_info import ModelInfo, read_model_info, resolve_model_dir
 from ng_cli.engines.quirks import Note, apply_quirks, sample_timeout_s
 from ng_cli.engines.serve_args import render_serve_args, split_secret_kwargs
+from ng_cli.engines.weight_routes import DEV_MODE_ENV, weight_update_kwargs
 from ng_cli.errors import ConfigError
 
 __all__ = [
@@ -306,6 +307,7 @@ def plan_engines(
         )
 
     kwargs, notes = apply_quirks(kwargs, model_type=info.model_type, env=env)
+    kwargs = weight_update_kwargs(config, kwargs, at=at)
     public_kwargs, secret_env = split_secret_kwargs(kwargs, where=at("vllm_serve_kwargs"))
     if not devices:
         notes.append(Note("info", "no GPU visible (CUDA_VISIBLE_DEVICES / num_gpus): CPU engines"))
@@ -464,6 +466,8 @@ def _engine_env(config: LocalVllmModelConfig, *, on_cpu: bool) -> dict[str, str]
         env["HF_HOME"] = str(Path(config.hf_home).expanduser())
     if config.debug:
         env["VLLM_LOGGING_LEVEL"] = "DEBUG"
+    if config.weight_updates:
+        env.update(DEV_MODE_ENV)
     env.update({key: str(value) for key, value in config.vllm_serve_env_vars.items()})
     return env
 

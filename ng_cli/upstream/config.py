@@ -12,14 +12,21 @@ from pathlib import Path
 from typing import Any, ClassVar, Literal
 from urllib.parse import urlsplit, urlunsplit
 
-from pydantic import Field, SecretStr, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
 from ng_cli.config.nemo_gym import NemoGymKey
 from ng_cli.config.schema import ModelServerConfig
 from ng_cli.servers.http import RetryPolicy, Timeouts
 from ng_cli.tokens.chat_template import find_tokenizer_dir
 
-__all__ = ["OpenAIModelConfig", "UpstreamConfig", "VllmModelConfig", "checked_url", "root_url_of"]
+__all__ = [
+    "OpenAIModelConfig",
+    "UpstreamConfig",
+    "VllmModelConfig",
+    "WeightUpdateDeadlines",
+    "checked_url",
+    "root_url_of",
+]
 
 
 class UpstreamConfig(ModelServerConfig):
@@ -117,6 +124,23 @@ class UpstreamConfig(ModelServerConfig):
         if self.endpoint_file is not None and self.endpoint_connection_retries is not None:
             attempts = self.endpoint_connection_retries + 1
         return RetryPolicy(max_attempts=attempts, backoff_s=self.backoff_s, max_backoff_s=self.max_backoff_s)
+
+
+class WeightUpdateDeadlines(BaseModel):
+    """The longest each phase of a weight update may take on one engine (nothing waits forever)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+
+    pause_s: float = Field(default=120.0, gt=0)
+    """Pausing an engine (`wait` mode drains its requests first, so this bounds the drain)."""
+    reload_s: float = Field(default=600.0, gt=0)
+    """Reading the checkpoint into the engine (an 8B model from a cold disk: ~10 s)."""
+    verify_s: float = Field(default=60.0, gt=0)
+    """Reading back the weights' fingerprint on every rank."""
+    reset_s: float = Field(default=30.0, gt=0)
+    """Resetting the prefix cache."""
+    resume_s: float = Field(default=30.0, gt=0)
+    """Resuming generation."""
 
 
 class VllmModelConfig(UpstreamConfig):

