@@ -6,9 +6,11 @@ The rule is about the key's last word, not a substring: `hf_token`, `policy_api_
 side of hiding (`sort_key` is masked too): a hidden value costs a look at the file, a leaked one
 costs a rotated key.
 
-Masking hides values by their key; `Redactor` hides them by their value, in text of any origin
-(an upstream that echoes our Authorization header in its error message, a log line, a failure
-row). Servers, ng_run and the collector each build one from the config they hold.
+Masking hides values by their key, and also by their value (a secret interpolated under a key
+that does not look secret); `Redactor` hides them by their value, in text of any origin (an
+upstream that echoes our Authorization header in its error message, a log line, a failure row).
+Servers, ng_run and the collector each build one from the config they hold. Values shorter than
+8 characters are placeholders (`EMPTY`), never looked for by value.
 """
 
 from __future__ import annotations
@@ -41,19 +43,28 @@ def is_secret_key(key: str) -> bool:
     return words[-1] in _SECRET_LAST_WORDS or key.lower().endswith(_SECRET_SUFFIXES)
 
 
-def mask(tree: Any) -> Any:
+def mask(tree: Any, *, redactor: Redactor | None = None) -> Any:
     """A deep copy with every value under a secret key replaced by `***` (also inside lists).
 
-    Passwords embedded in URLs (`http://user:pw@host`) are masked wherever they appear.
+    A secret interpolated under a key that says nothing (`X-Custom-Auth: ${policy_api_key}`) is
+    hidden too: every string holding a secret value (those of `redactor`; by default the tree's
+    own, `secret_values(tree)`) has it replaced, so `Bearer <key>` shows as `Bearer ***`. Pass
+    the whole config's redactor when masking a part of it. Passwords embedded in URLs
+    (`http://user:pw@host`) are masked wherever they appear.
     """
+    return _mask(tree, Redactor.of(tree) if redactor is None else redactor)
+
+
+def _mask(tree: Any, redactor: Redactor) -> Any:
     if isinstance(tree, dict):
         return {
-            key: _mask_all(value) if is_secret_key(str(key)) else mask(value) for key, value in tree.items()
+            key: _mask_all(value) if is_secret_key(str(key)) else _mask(value, redactor)
+            for key, value in tree.items()
         }
     if isinstance(tree, list | tuple):
-        return [mask(item) for item in tree]
+        return [_mask(item, redactor) for item in tree]
     if isinstance(tree, str):
-        return mask_url(tree)
+        return redactor.text(mask_url(tree))
     return tree
 
 

@@ -22,7 +22,7 @@ from ng_cli.config.environments import EnvironmentRelay
 from ng_cli.config.instances import ServerInstance
 from ng_cli.config.paths import display_path, implementation_dir
 from ng_cli.config.schema import validate_block
-from ng_cli.config.secrets import mask
+from ng_cli.config.secrets import Redactor, mask, secret_values
 from ng_cli.engines.config import LocalVllmModelConfig
 from ng_cli.engines.local_vllm import default_engine_python
 from ng_cli.engines.placement import PlacementPlan, plan_placement
@@ -117,6 +117,9 @@ class StackPlan:
     session_secret: str = field(repr=False)
     masked_config: dict[str, Any] = field(repr=False, default_factory=dict)
     """The resolved config with secrets masked: what the head server's /config answers."""
+    secrets: frozenset[str] = field(repr=False, default=frozenset())
+    """Every secret value of the resolved config, also found under keys that do not look secret
+    (`X-Custom-Auth: ${policy_api_key}`); see `redactor`."""
     ready_timeout_s: float = DEFAULT_READY_TIMEOUT_S
     engines: tuple[InstanceEngines, ...] = ()
     """The vLLM engines to start before the servers, per local_vllm_model instance."""
@@ -126,6 +129,16 @@ class StackPlan:
     """Set: the engines (and the servers `ray.servers` names) run as actors on this Ray cluster."""
     placement: PlacementPlan | None = None
     """With `ray`: the placement groups of the engines and the server actors' CPUs."""
+
+    def redactor(self) -> Redactor:
+        """Hides every secret of the stack: the config's, each server's, the engines' api keys."""
+        return Redactor(
+            [
+                *self.secrets,
+                *(value for server in self.servers for value in secret_values(server.config)),
+                *(engines.api_key for engines in self.engines),
+            ]
+        )
 
     def is_actor(self, name: str) -> bool:
         """True for a server instance that runs as a Ray actor."""
@@ -207,6 +220,7 @@ class StackPlan:
 
     def describe(self) -> list[dict[str, Any]]:
         """A printable view of every process, secrets masked (for `+dry_run=true`)."""
+        redactor = self.redactor()
         return [
             {
                 "name": process.name,
@@ -215,7 +229,7 @@ class StackPlan:
                 "address": process.address,
                 "app_path": display_path(process.app_path) if process.app_path else "(inside ng_run)",
                 "command": " ".join(process.command) if process.command else "-",
-                "config": mask(process.config),
+                "config": mask(process.config, redactor=redactor),
                 "source": process.source or "-",
             }
             for process in self.processes
@@ -278,6 +292,7 @@ def plan_stack(
         run_dir=run_dir,
         session_secret=session_secret or _random.token_hex(32),
         masked_config=mask(config.tree),
+        secrets=frozenset(secret_values(config.tree)),
         ready_timeout_s=read_seconds(config, "ready_timeout_s", DEFAULT_READY_TIMEOUT_S),
         engines=engines,
         relays=dict(config.relays),

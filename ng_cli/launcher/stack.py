@@ -31,7 +31,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ng_cli.config.secrets import Redactor, secret_values
 from ng_cli.engines.plan import EngineSpec, InstanceEngines
 from ng_cli.errors import LaunchError
 from ng_cli.launcher.engines import EngineFleet
@@ -77,12 +76,7 @@ class Stack:
         self.backend = backend
         """The Ray cluster the engines and actor servers run on; None: everything is a local child."""
         self.sink = sink or ConsoleSink()
-        self.redactor = Redactor(
-            [
-                *(value for server in plan.servers for value in secret_values(server.config)),
-                *(engines.api_key for engines in plan.engines),
-            ]
-        )
+        self.redactor = plan.redactor()
         """Hides every secret of the stack in the children's relayed output and death reports."""
         self.children: dict[str, Handle] = {}
         self.ready_s: dict[str, float] = {}

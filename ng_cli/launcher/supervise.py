@@ -57,8 +57,12 @@ def launch(config: ComposedConfig, *, console: Console, sink: LineSink | None = 
         plan = plan_stack(config, run_dir=Path(tempfile.gettempdir()) / "ng_run-dry-run")
         _print_engine_plan(plan, console)
         console.print(plan_table(plan))
+        redactor = plan.redactor()
         details = {
-            engine.name: {"command": " ".join(engine.argv()), "env": mask(dict(engine.env))}
+            engine.name: {
+                "command": redactor.text(" ".join(engine.argv())),
+                "env": mask(dict(engine.env), redactor=redactor),
+            }
             for engines in plan.engines
             for engine in engines.engines
         }

@@ -4,6 +4,7 @@
     find_agent_urls (+agent_urls or head server)          unknown agent -> exit 2
     open_run (lock, fingerprint, resume, torn tail)       different run -> exit 2, offers +overwrite
     producer --(queue of 2 x parallel)--> workers x num_samples_in_parallel
+        (reads the input again; it changed since the check -> exit 2, naming it)
         worker: POST <agent>/run  (deadline, bounded attempts, backoff with jitter)
             ok     -> one os.write of one line to the output
             failed -> classify -> retry, or one line to the failures file
@@ -109,8 +110,8 @@ class _Collector:
                     group.create_task(self._worker(queue))
                 group.create_task(self._produce(tasks, queue))
         except BaseExceptionGroup as group_error:
-            # A worker only raises for a reason that must end the run (the output cannot be
-            # written); show that reason, not the group wrapper.
+            # The producer or a worker raises only for a reason that must end the run (the input
+            # changed, the output cannot be written); show that reason, not the group wrapper.
             raise group_error.exceptions[0] from None
         finally:
             ticker.cancel()

@@ -8,11 +8,19 @@ again, lazily, to feed the workers.
 
 A task is one non-blank line among the first `limit` ones; blank lines are skipped and do not
 count. `_ng_task_index` is the task's 0-based position among those lines.
+
+Between the two passes (hours, for a big run) the file must stay what was checked: the work
+pass compares the open file's device, inode, size and modification time with the validation
+pass's before every task, and a change (truncated, rewritten or appended to in place, replaced
+before it was reopened) is a DataError naming the file and both row counts, never a run that
+ends "done" with rows missing. A file replaced by a rename after the work pass opened it is
+still read as it was: that is the checked content.
 """
 
 from __future__ import annotations
 
 import hashlib
+import os
 from array import array
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
@@ -30,6 +38,20 @@ _MAX_PROBLEMS_SHOWN = 20
 _HASH_CHUNK_BYTES = 1 << 20
 
 
+@dataclass(frozen=True)
+class FileState:
+    """What tells a file's bytes changed without reading them: same inode, size and mtime."""
+
+    device: int
+    inode: int
+    size_bytes: int
+    mtime_ns: int
+
+    @classmethod
+    def of(cls, stat: os.stat_result) -> FileState:
+        return cls(stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns)
+
+
 @dataclass
 class InputSummary:
     """What the validation pass learnt about the input, without keeping any row."""
@@ -43,6 +65,8 @@ class InputSummary:
     first_line_of_agent: dict[str, int]
     task_agents: array[int] = field(repr=False)
     """Index into `agents` for each task (array('H'), two bytes per task)."""
+    state: FileState
+    """The file as the validation pass read it; the work pass refuses any other."""
 
     def agent_of(self, task_index: int) -> str:
         return self.agents[self.task_agents[task_index]]
@@ -84,6 +108,7 @@ def scan_input(path: Path, *, limit: int | None, agent_name: str | None) -> Inpu
             task_agents.append(index)
         while chunk := file.read(_HASH_CHUNK_BYTES):
             digest.update(chunk)
+        state = FileState.of(os.fstat(file.fileno()))
     if problems:
         raise _data_error(path, problems)
     if not task_agents:
@@ -91,11 +116,12 @@ def scan_input(path: Path, *, limit: int | None, agent_name: str | None) -> Inpu
     return InputSummary(
         path=path,
         sha256=digest.hexdigest(),
-        size_bytes=path.stat().st_size,
+        size_bytes=state.size_bytes,
         num_tasks=len(task_agents),
         agents=list(agents),
         first_line_of_agent=first_line,
         task_agents=task_agents,
+        state=state,
     )
 
 
@@ -155,21 +181,51 @@ def _data_error(path: Path, problems: list[str]) -> DataError:
 
 
 def iter_tasks(summary: InputSummary, *, params_overrides: Mapping[str, Any]) -> Iterator[Task]:
-    """Stream the tasks the validation pass accepted, overrides merged into each row."""
+    """Stream the tasks the validation pass accepted, overrides merged into each row; DataError
+    as soon as the file is not the one that pass read."""
     index = 0
-    with summary.path.open("rb") as file:
+    try:
+        file = summary.path.open("rb")
+    except OSError as exc:
+        raise _changed(summary, read=0) from exc
+    with file:
         for line_no, raw in enumerate(file, start=1):
             if index >= summary.num_tasks:
                 return
             if not raw.strip():
                 continue
-            row = orjson.loads(raw)
+            if FileState.of(os.fstat(file.fileno())) != summary.state:
+                raise _changed(summary, read=index)
+            try:
+                row = orjson.loads(raw)
+            except orjson.JSONDecodeError as exc:  # changed in place within the clock's resolution
+                raise _changed(summary, read=index) from exc
             agent = summary.agent_of(index)
             row["responses_create_params"] = merge_params(row["responses_create_params"], params_overrides)
             if _ref_name(row.get("agent_ref")) != agent:
                 row["agent_ref"] = {"type": AGENT_SERVER_TYPE, "name": agent}
             yield Task(index=index, line=line_no, agent=agent, row=row)
             index += 1
+    if index < summary.num_tasks:
+        raise _changed(summary, read=index)
+
+
+def _changed(summary: InputSummary, *, read: int) -> DataError:
+    """The input is not the file the validation pass read: say how, with both row counts."""
+    path = summary.path
+    try:
+        with path.open("rb") as file:
+            rows = sum(1 for raw in file if raw.strip())
+        now = f"now has {rows} rows ({path.stat().st_size} bytes)"
+    except OSError as exc:
+        now = f"now cannot be read ({exc.strerror})"
+    return DataError(
+        f"{path} changed during the collection: it had {summary.num_tasks} rows to run "
+        f"({summary.size_bytes} bytes) when it was checked and {now}; the collection stopped "
+        f"after reading {read} of them",
+        hint="the rollouts already written are kept: put the original file back and run the same "
+        "command again to finish, or start over on the new file with +overwrite=true",
+    )
 
 
 def _ref_name(ref: Any) -> str | None:

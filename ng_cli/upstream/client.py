@@ -66,6 +66,7 @@ class UpstreamClient:
         down_grace_s: float = 300.0,
         on_endpoint_down: Callable[[Endpoint], None] | None = None,
         default_headers: Mapping[str, str] | None = None,
+        authorizations: Mapping[str, str] | None = None,
     ) -> None:
         self.http = http
         self.pool = pool
@@ -77,7 +78,14 @@ class UpstreamClient:
         self.on_endpoint_down = on_endpoint_down
         extra = {k: v for k, v in (default_headers or {}).items() if k.lower() != "authorization"}
         self.headers: Mapping[str, str] = {**extra, "Authorization": f"Bearer {api_key}"}
+        self.authorizations: dict[str, str] = dict(authorizations or {})
+        """Base URL -> the Authorization value its URL's `user:password@` asked for (`userinfo`)."""
         self._rejoined = asyncio.Event()
+
+    def headers_for(self, endpoint: Endpoint) -> Mapping[str, str]:
+        """The headers of every request to `endpoint`: basic auth when its URL had userinfo."""
+        basic = self.authorizations.get(endpoint.base_url)
+        return self.headers if basic is None else {**self.headers, "Authorization": basic}
 
     def notify_rejoined(self) -> None:
         """Wake every call waiting for a healthy endpoint (the prober calls this)."""
@@ -126,13 +134,17 @@ class UpstreamClient:
         """One streamed attempt, accounted as `_attempt` is (held until the stream is read)."""
         async with (
             self._accounted(endpoint),
-            self.http.stream_json(url, payload, headers=self.headers, timeouts=self.timeouts) as events,
+            self.http.stream_json(
+                url, payload, headers=self.headers_for(endpoint), timeouts=self.timeouts
+            ) as events,
         ):
             yield events
 
     async def _attempt(self, endpoint: Endpoint, url: str, payload: Any) -> Any:
         async with self._accounted(endpoint):
-            return await self.http.post_json(url, payload, headers=self.headers, timeouts=self.timeouts)
+            return await self.http.post_json(
+                url, payload, headers=self.headers_for(endpoint), timeouts=self.timeouts
+            )
 
     @asynccontextmanager
     async def _accounted(self, endpoint: Endpoint) -> AsyncIterator[None]:

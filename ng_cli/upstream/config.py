@@ -16,8 +16,10 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, m
 
 from ng_cli.config.nemo_gym import NemoGymKey
 from ng_cli.config.schema import ModelServerConfig
+from ng_cli.config.secrets import mask_url
 from ng_cli.servers.http import RetryPolicy, Timeouts
 from ng_cli.tokens.chat_template import find_tokenizer_dir
+from ng_cli.upstream.userinfo import without_userinfo
 
 __all__ = [
     "OpenAIModelConfig",
@@ -90,7 +92,8 @@ class UpstreamConfig(ModelServerConfig):
         if not urls:
             raise ValueError("base_url is an empty list; give at least one URL")
         cleaned = [checked_url(url) for url in urls]
-        duplicates = sorted({url for url in cleaned if cleaned.count(url) > 1})
+        names = [without_userinfo(url) for url in cleaned]  # what names an endpoint
+        duplicates = sorted({url for url in names if names.count(url) > 1})
         if duplicates:
             raise ValueError(f"base_url lists {duplicates} more than once")
         return cleaned[0] if isinstance(value, str) else cleaned
@@ -255,10 +258,10 @@ class VllmModelConfig(UpstreamConfig):
         for index, url in enumerate(urls):
             if urlsplit(url).path.rstrip("/").endswith("/v1"):
                 continue
-            which = "" if isinstance(value, str) else f" (entry {index}: {url!r})"
+            which = "" if isinstance(value, str) else f" (entry {index}: {mask_url(url)!r})"
             raise ValueError(
                 f"vLLM's base_url must end with /v1, the OpenAI-compatible API root{which}; "
-                f"write {_with_v1(url)!r}"
+                f"write {mask_url(_with_v1(url))!r}"
             )
         return value
 
@@ -316,12 +319,14 @@ def root_url_of(base_url: str) -> str:
 
 
 def checked_url(url: str) -> str:
-    """`url` without a trailing slash; ValueError unless it is an http(s) URL without query."""
+    """`url` without a trailing slash; ValueError unless it is an http(s) URL without query.
+
+    A `user:password@` is kept (sent as basic auth, see `userinfo`); messages show it masked."""
     parts = urlsplit(url.strip())
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ValueError(f"expected an http(s) URL such as http://localhost:8000/v1, got {url!r}")
+        raise ValueError(f"expected an http(s) URL such as http://localhost:8000/v1, got {mask_url(url)!r}")
     if parts.query or parts.fragment:
-        raise ValueError(f"base_url must not have a query or fragment, got {url!r}")
+        raise ValueError(f"base_url must not have a query or fragment, got {mask_url(url)!r}")
     return urlunsplit(parts._replace(path=parts.path.rstrip("/")))
 
 

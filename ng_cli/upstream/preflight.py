@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -41,7 +41,7 @@ async def check_endpoints(
     *,
     server: str,
     model: str,
-    headers: Mapping[str, str],
+    headers: Callable[[Endpoint], Mapping[str, str]],
     timeouts: Timeouts,
     wait_s: float = 0.0,
     require_model: bool = True,
@@ -50,7 +50,9 @@ async def check_endpoints(
     loop = asyncio.get_running_loop()
     deadline = loop.time() + wait_s
     while True:
-        checks = await asyncio.gather(*(_check(http, e, headers, timeouts, server) for e in pool.endpoints))
+        checks = await asyncio.gather(
+            *(_check(http, e, headers(e), timeouts, server) for e in pool.endpoints)
+        )
         if any(check.unreachable is None for check in checks) or loop.time() >= deadline:
             break
         await asyncio.sleep(min(_RETRY_EVERY_S, max(0.0, deadline - loop.time())))
@@ -86,8 +88,13 @@ async def _check(
         body = await http.get_json(url, headers=headers, timeouts=timeouts)
     except UpstreamHTTPError as error:
         if error.status in (401, 403):
+            rejected = (
+                "the user:password of its URL"
+                if headers.get("Authorization", "").startswith("Basic ")
+                else "the configured api_key"
+            )
             raise ConfigError(
-                f"'{server}': {url} answered HTTP {error.status}: the configured api_key was rejected",
+                f"'{server}': {url} answered HTTP {error.status}: {rejected} was rejected",
                 hint="set api_key to the key the model server was started with (vLLM: --api-key); "
                 "in env.yaml that is policy_api_key",
             ) from None

@@ -32,7 +32,7 @@ class HealthProber:
         http: HttpClient,
         *,
         probe_url: Callable[[Endpoint], str],
-        headers: Mapping[str, str],
+        headers: Callable[[Endpoint], Mapping[str, str]],
         interval_s: float,
         timeouts: Timeouts,
         on_rejoin: Callable[[Endpoint], None],
@@ -88,7 +88,7 @@ class HealthProber:
         """One probe; None if it passed, else why it failed."""
         try:
             await self.http.request_json(
-                "GET", self.probe_url(endpoint), headers=self.headers, timeouts=self.timeouts
+                "GET", self.probe_url(endpoint), headers=self.headers(endpoint), timeouts=self.timeouts
             )
         except NgError as error:
             return error.message

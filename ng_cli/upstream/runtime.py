@@ -18,6 +18,7 @@ from ng_cli.upstream.metrics import UpstreamMetrics
 from ng_cli.upstream.pool import Endpoint, EndpointPool
 from ng_cli.upstream.preflight import check_endpoints
 from ng_cli.upstream.prober import HealthProber
+from ng_cli.upstream.userinfo import basic_authorizations, without_userinfo
 
 __all__ = ["Upstream", "models_probe", "root_health_probe"]
 
@@ -52,9 +53,10 @@ class Upstream:
         self.require_model = require_model
         self.http = http
         interval_s = config.health_probe_interval_s
+        base_urls = [without_userinfo(url) for url in config.base_urls]
         self.pool = EndpointPool(
-            config.base_urls,
-            root_urls=[root_url_of(url) for url in config.base_urls],
+            base_urls,
+            root_urls=[root_url_of(url) for url in base_urls],
             cooldown_s=min(_FIRST_COOLDOWN_S, interval_s),
             max_cooldown_s=interval_s,
         )
@@ -70,12 +72,13 @@ class Upstream:
             deadline_s=config.request_deadline_s,
             down_grace_s=config.upstream_down_grace_s,
             on_endpoint_down=self._endpoint_down,
+            authorizations=basic_authorizations(config.base_urls),
         )
         self.prober = HealthProber(
             self.pool,
             http,
             probe_url=probe_url,
-            headers=self.client.headers,
+            headers=self.client.headers_for,
             interval_s=interval_s,
             timeouts=config.probe_timeouts(),
             on_rejoin=self._endpoint_rejoined,
@@ -93,8 +96,11 @@ class Upstream:
             else None
         )
 
-    def rebind(self, base_urls: Sequence[str], *, reason: str | None = None) -> None:
-        """Serve these URLs from now on; requests in flight on dropped ones finish there (drain)."""
+    def rebind(self, urls: Sequence[str], *, reason: str | None = None) -> None:
+        """Serve these URLs from now on; requests in flight on dropped ones finish there (drain).
+        A URL's `user:password@` becomes its endpoint's basic auth (`userinfo`)."""
+        self.client.authorizations = basic_authorizations(urls)
+        base_urls = [without_userinfo(url) for url in urls]
         before = [endpoint.base_url for endpoint in self.pool.endpoints]
         if list(base_urls) == before:
             return
@@ -123,7 +129,7 @@ class Upstream:
             self.pool,
             server=self.server,
             model=self.config.model,
-            headers=self.client.headers,
+            headers=self.client.headers_for,
             timeouts=self.config.probe_timeouts(),
             wait_s=self.config.startup_wait_s,
             require_model=self.require_model,

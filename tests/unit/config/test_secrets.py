@@ -73,6 +73,34 @@ def test_mask_is_deep_and_keeps_shape() -> None:
     assert tree["policy_api_key"] == "sk-1"  # the input is not touched
 
 
+def test_mask_hides_a_secret_value_under_any_key() -> None:
+    tree = {
+        "policy_api_key": "sk-live-123456",
+        "model": {
+            "default_headers": {"X-Custom-Auth": "sk-live-123456", "X-Route": "Bearer sk-live-123456"},
+            "args": ["--token-file", "sk-live-123456"],
+            "base_url": "http://u:pw-987654@h/v1",
+            "mirror": "pw-987654",
+            "name": "EMPTY",
+        },
+        "local_key": "EMPTY",
+    }
+    masked = mask(tree)
+    assert masked["model"] == {
+        "default_headers": {"X-Custom-Auth": MASK, "X-Route": f"Bearer {MASK}"},
+        "args": ["--token-file", MASK],
+        "base_url": f"http://u:{MASK}@h/v1",
+        "mirror": MASK,
+        "name": "EMPTY",  # a placeholder, too short to be a key: not looked for by value
+    }
+
+
+def test_mask_of_a_part_needs_the_whole_trees_secrets() -> None:
+    tree = {"policy_api_key": "sk-live-123456", "model": {"header": "sk-live-123456"}}
+    assert mask(tree["model"]) == {"header": "sk-live-123456"}  # the part alone cannot know
+    assert mask(tree["model"], redactor=Redactor.of(tree)) == {"header": MASK}
+
+
 @pytest.mark.parametrize(
     "text", ["http://host/v1", "plain text with @ sign", "user@example.com", "http://user@host/x"]
 )

@@ -96,6 +96,19 @@ def test_describe_masks_secrets_and_marks_free_ports(compose: Compose) -> None:
     assert rows[HEAD_NAME]["app_path"] == "(inside ng_run)"
 
 
+def test_a_secret_interpolated_under_an_innocent_key_is_masked_but_planned(compose: Compose) -> None:
+    plan = plan_stack(
+        compose("++tools_a.resources_servers.echo_tools.greeting=Bearer ${policy_api_key}"), run_dir=RUN_DIR
+    )
+    rows = {row["name"]: row for row in plan.describe()}
+
+    assert rows["tools_a"]["config"]["greeting"] == "Bearer ***"
+    assert plan.masked_config["tools_a"]["resources_servers"]["echo_tools"]["greeting"] == "Bearer ***"
+    assert SECRET not in repr(rows) + repr(plan.masked_config)
+    assert plan.server("tools_a").config["greeting"] == f"Bearer {SECRET}"  # what the child gets
+    assert plan.redactor().text(f"echoed {SECRET}") == "echoed ***"
+
+
 def test_masked_config_is_what_the_head_serves(compose: Compose) -> None:
     plan = plan_stack(compose(), run_dir=RUN_DIR)
 

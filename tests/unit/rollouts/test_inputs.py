@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 from pathlib import Path
 
@@ -120,6 +121,60 @@ def test_iter_tasks_respects_limit(tmp_path: Path) -> None:
     path = write_rows(tmp_path / "in.jsonl", [{"responses_create_params": {}, "i": i} for i in range(10)])
     summary = scan_input(path, limit=4, agent_name="a")
     assert [t.row["i"] for t in iter_tasks(summary, params_overrides={})] == [0, 1, 2, 3]
+
+
+def rows_file(path: Path, count: int) -> Path:
+    return write_rows(path, [{"responses_create_params": {}, "i": i} for i in range(count)])
+
+
+def truncate_to(path: Path, lines: int) -> None:
+    """Cut the file in place (same inode) to its first `lines` lines."""
+    os.truncate(path, len(b"".join(path.read_bytes().splitlines(keepends=True)[:lines])))
+
+
+def test_iter_tasks_refuses_a_file_truncated_after_it_was_checked(tmp_path: Path) -> None:
+    summary = scan_input(rows_file(tmp_path / "in.jsonl", 20), limit=None, agent_name="a")
+    truncate_to(summary.path, 5)
+
+    with pytest.raises(DataError) as caught:
+        next(iter_tasks(summary, params_overrides={}))
+
+    message = caught.value.message
+    assert str(summary.path) in message
+    assert "had 20 rows to run" in message
+    assert "now has 5 rows" in message
+    assert "after reading 0 of them" in message
+
+
+def test_iter_tasks_stops_when_the_file_shrinks_while_it_is_read(tmp_path: Path) -> None:
+    summary = scan_input(rows_file(tmp_path / "in.jsonl", 20), limit=None, agent_name="a")
+    tasks = iter_tasks(summary, params_overrides={})
+    first = [next(tasks) for _ in range(3)]
+    truncate_to(summary.path, 10)
+
+    with pytest.raises(DataError) as caught:
+        list(tasks)
+
+    assert [task.row["i"] for task in first] == [0, 1, 2]
+    assert "now has 10 rows" in caught.value.message
+    assert "after reading 3 of them" in caught.value.message
+
+
+def test_iter_tasks_refuses_a_file_replaced_before_the_work_pass(tmp_path: Path) -> None:
+    summary = scan_input(rows_file(tmp_path / "in.jsonl", 4), limit=None, agent_name="a")
+    rows_file(tmp_path / "new.jsonl", 4).replace(summary.path)  # same rows, another file
+
+    with pytest.raises(DataError, match="changed during the collection"):
+        list(iter_tasks(summary, params_overrides={}))
+
+
+def test_iter_tasks_reads_on_from_the_checked_file_when_it_is_renamed_over(tmp_path: Path) -> None:
+    summary = scan_input(rows_file(tmp_path / "in.jsonl", 4), limit=None, agent_name="a")
+    tasks = iter_tasks(summary, params_overrides={})
+    first = next(tasks)
+    rows_file(tmp_path / "new.jsonl", 1).replace(summary.path)
+
+    assert [first.row["i"], *(task.row["i"] for task in tasks)] == [0, 1, 2, 3]
 
 
 @pytest.mark.parametrize(

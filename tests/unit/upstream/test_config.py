@@ -80,6 +80,21 @@ def test_bad_base_urls_are_explained(base_url: Any, fragment: str) -> None:
     assert fragment in caught.value.message
 
 
+@pytest.mark.parametrize(
+    ("base_url", "fragment"),
+    [
+        ("http://u:pw-1234567890@proxy:8000", "'http://u:***@proxy:8000/v1'"),
+        ("http://u:pw-1234567890@proxy:8000/v1?x=1", "query or fragment"),
+        (["http://u:pw-1234567890@a/v1", "http://a/v1"], "more than once"),
+    ],
+)
+def test_a_url_password_is_masked_in_base_url_errors(base_url: Any, fragment: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        validate_block(VllmModelConfig, block=vllm_block(base_url=base_url))
+    assert fragment in caught.value.message
+    assert "pw-1234567890" not in str(caught.value) + str(caught.value.hint)
+
+
 def test_unknown_key_is_rejected_with_a_suggestion() -> None:
     with pytest.raises(ConfigError) as caught:
         validate_block(VllmModelConfig, block=vllm_block(uses_reasoning_parsr=True))
