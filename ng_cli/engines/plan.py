@@ -178,6 +178,8 @@ class InstanceEngines:
     api_key: str = field(repr=False)
     """The engines' `VLLM_API_KEY`; the model server gets it in its 0600 spec file."""
     secret_env: Mapping[str, str] = field(repr=False, default_factory=dict)
+    weight_updates: bool = False
+    """The engines take new weights (their admin routes are on; the model server's too)."""
 
     def env_of(self, engine: EngineSpec, base: Mapping[str, str]) -> dict[str, str]:
         """The engine's whole environment: `base`, its own variables, then the secrets."""
@@ -349,6 +351,7 @@ def plan_engines(
         max_restarts=config.max_restarts,
         api_key=key,
         secret_env=secret_env,
+        weight_updates=config.weight_updates,
     )
 
 

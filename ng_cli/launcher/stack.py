@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 from ng_cli.engines.plan import EngineSpec, InstanceEngines
 from ng_cli.errors import LaunchError
+from ng_cli.launcher.admin_keys import remove_admin_keys, write_admin_keys
 from ng_cli.launcher.engines import EngineFleet
 from ng_cli.launcher.health import ExitedBeforeReadyError, NotReadyError, Target, wait_until_ready
 from ng_cli.launcher.plan import ServerPlan, StackPlan
@@ -48,6 +49,7 @@ from ng_cli.launcher.process import (
     tail_text,
 )
 from ng_cli.servers.spec import write_spec
+from ng_cli.upstream.admin_routes import ADMIN_ROUTES
 
 if TYPE_CHECKING:
     from ng_cli.head import HeadServer
@@ -104,6 +106,14 @@ class Stack:
             else:
                 stack._spawn_children()
             stack._serve_head()
+            write_admin_keys(
+                stack.plan.head.url,
+                {
+                    engines.instance: engines.api_key
+                    for engines in stack.plan.engines
+                    if engines.weight_updates
+                },
+            )
         except BaseException:
             stack.stop()
             raise
@@ -172,6 +182,8 @@ class Stack:
         for child in self._all_children():
             child.wait(max(0.0, min(0.5, deadline - time.monotonic())))
         shutil.rmtree(self.plan.run_dir, ignore_errors=True)
+        if any(engines.weight_updates for engines in self.plan.engines):
+            remove_admin_keys(self.plan.head.url)
 
     def servers_status(self) -> list[dict[str, Any]]:
         """What the head server's `/servers` answers: one entry per server instance, then one per
@@ -187,6 +199,7 @@ class Stack:
                 **(self.children[server.name].location() if server.name in self.children else {}),
                 "is_ready": server.name in self.ready_s and self._is_running(server.name),
                 **({"worker_pids": self._worker_pids(server)} if server.workers > 1 else {}),
+                **({"admin": ADMIN_ROUTES} if self._takes_weight_updates(server.name) else {}),
             }
             for server in self.plan.servers
         ]
@@ -323,6 +336,10 @@ class Stack:
         self.head = HeadServer(app, self._sockets.pop(self.plan.head.name))
         self.head.start()
         self.ready_s[self.plan.head.name] = time.monotonic() - self._started
+
+    def _takes_weight_updates(self, name: str) -> bool:
+        engines = self.plan.engines_of(name)
+        return engines is not None and engines.weight_updates
 
     def _worker_pids(self, server: ServerPlan) -> list[int]:
         names = (server.worker_name(worker) for worker in range(server.workers))

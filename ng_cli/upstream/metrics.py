@@ -12,7 +12,7 @@ from collections.abc import Iterator
 
 from fastapi import FastAPI
 from fastapi.responses import Response
-from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
@@ -89,6 +89,14 @@ class UpstreamMetrics:
             "Requests whose client went away (disconnect, timeout) before the answer; their "
             "upstream generation was aborted, not left running.",
             registry=self.registry,
+        )
+        self.retried_after_update = Counter(
+            "ng_model_calls_retried_after_weight_update",
+            "Calls that a weight update in `abort` mode cut short, sent again under the new weights.",
+            registry=self.registry,
+        )
+        self.weight_version = Gauge(
+            "ng_model_weight_version", "The weight version the engines serve now.", registry=self.registry
         )
         self.prompt_tokens = Counter(
             "ng_model_prompt_tokens", "Prompt tokens (usage.prompt_tokens).", registry=self.registry

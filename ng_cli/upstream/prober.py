@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 
 from ng_cli.errors import NgError
 from ng_cli.servers.http import HttpClient, Timeouts
@@ -44,6 +44,9 @@ class HealthProber:
         self.interval_s = interval_s
         self.timeouts = timeouts
         self.on_rejoin = on_rejoin
+        self.before_rejoin: Callable[[Endpoint], Awaitable[str | None]] | None = None
+        """Runs once a down endpoint's probe passes, before it rejoins; a reason keeps it out
+        (a model server with weight updates brings a restarted engine to the current weights)."""
         self._kicks: dict[Endpoint, asyncio.Event] = {}
         self._tasks: dict[Endpoint, asyncio.Task[None]] = {}
         self._is_started = False
@@ -103,10 +106,16 @@ class HealthProber:
                 continue
             try:
                 error = await self.probe(endpoint)
+                if error is None and self._rejoins(endpoint, loop.time()) and self.before_rejoin is not None:
+                    error = await self.before_rejoin(endpoint)
             except Exception as exc:  # a bug here must not end probing: the endpoint would never rejoin
                 logger.exception("health probe of %s crashed", endpoint.base_url)
                 error = f"{type(exc).__name__}: {exc}"
             self._record(endpoint, error, now=loop.time())
+
+    def _rejoins(self, endpoint: Endpoint, now: float) -> bool:
+        """Whether a passed probe now brings this endpoint back (see `record_probe_success`)."""
+        return not endpoint.is_healthy and not endpoint.is_retired and now >= endpoint.readmit_at
 
     def _record(self, endpoint: Endpoint, error: str | None, *, now: float) -> None:
         if error is None:

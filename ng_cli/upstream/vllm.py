@@ -9,6 +9,12 @@
 With `token_exact`, /v1/responses sends the chat body's prompt as spliced token ids to
 `<base>/completions` instead (`token_exact.TokenExactChat`); the rest is the same.
 
+Every call passes the weight gate (`versions.WeightVersions`): it waits while an update holds
+admission, and its answer carries `weight_version: {start, end, call}` (the Response and its last
+output item; a chat completion at its top level). With weight updates on, the call is salted by
+the version it starts under (`cache_salt`), so no prefix computed under other weights is reused,
+and a call that an `abort`-mode update cut short (`finish_reason: abort`) is sent again.
+
 A context overflow (vLLM's 400 "maximum context length ...") becomes the seed's empty answer,
 marked incomplete and counted in `ng_model_context_overflows_total`. Every other error keeps
 its type and travels to the error handlers.
@@ -16,6 +22,7 @@ its type and travels to the error handlers.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from pydantic import ValidationError
@@ -27,15 +34,19 @@ from ng_cli.conversion import (
     to_response,
 )
 from ng_cli.conversion.to_chat import ReasoningForm
-from ng_cli.errors import BadRequestError, ContextOverflowError, InvalidOutputError
+from ng_cli.errors import BadRequestError, ContextOverflowError, InvalidOutputError, UpstreamUnavailableError
 from ng_cli.protocol.responses import ResponsesRequest
 from ng_cli.tokens.contract import TokenContractError, extract_token_info, needs_prompt_tokenization
 from ng_cli.upstream.client import UpstreamClient
 from ng_cli.upstream.config import VllmModelConfig
 from ng_cli.upstream.metrics import UpstreamMetrics
 from ng_cli.upstream.token_exact import TokenExactChat
+from ng_cli.upstream.versions import Ticket, WeightVersions
 
-__all__ = ["VllmChat", "parse_request"]
+__all__ = ["ABORT_RETRIES", "VllmChat", "is_aborted", "parse_request", "stamp_response"]
+
+ABORT_RETRIES = 3
+"""Times a call cut short by `abort`-mode updates is sent again before it fails (503, retryable)."""
 
 _TOKEN_ID_SWITCHES = {
     "logprobs": True,
@@ -66,11 +77,15 @@ class VllmChat:
         metrics: UpstreamMetrics,
         *,
         token_exact: TokenExactChat | None = None,
+        versions: WeightVersions | None = None,
+        salts_by_version: bool = False,
     ) -> None:
         self.config = config
         self.client = client
         self.metrics = metrics
         self.token_exact = token_exact
+        self.versions = versions or WeightVersions()
+        self.salts_by_version = salts_by_version
         self.wants_token_ids = config.return_token_id_information
         asks_engine = config.request_prompt_and_generation_token_ids
         self.uses_tokenize_only = (
@@ -81,14 +96,45 @@ class VllmChat:
         """A Responses API answer for one `POST /v1/responses` body."""
         request = parse_request(body)
         chat = self.responses_chat(request)
-        try:
+
+        async def generate(salted: dict[str, Any]) -> Any:
             if self.token_exact is not None:
-                completion = await self.token_exact.complete(chat, session_id=session_id)
-            else:
-                completion = await self.client.post("/chat/completions", chat, session_id=session_id)
+                return await self.token_exact.complete(salted, session_id=session_id)
+            return await self.client.post("/chat/completions", salted, session_id=session_id)
+
+        try:
+            completion, stamp, salted = await self.gated(chat, generate)
         except ContextOverflowError as error:
             return self.overflow_response(request, error)
-        return await self.finish_response(_object(completion), request, chat, session_id=session_id)
+        response = await self.finish_response(completion, request, salted, session_id=session_id)
+        return stamp_response(response, stamp)
+
+    async def gated(
+        self, chat: dict[str, Any], generate: Callable[[dict[str, Any]], Awaitable[Any]]
+    ) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+        """One generation through the weight gate: (completion, its version stamp, the body sent).
+
+        A completion cut short by an `abort`-mode update is generated again, under the new weights."""
+        for attempt in range(ABORT_RETRIES + 1):
+            async with self.versions.call() as ticket:
+                salted = self.salted(chat, ticket)
+                completion = _object(await generate(salted))
+                stamp = ticket.stamp()
+            if not is_aborted(completion):
+                return completion, stamp, salted
+            if attempt < ABORT_RETRIES:
+                self.metrics.retried_after_update.inc()
+        raise UpstreamUnavailableError(
+            f"the generation was aborted {ABORT_RETRIES + 1} times (finish_reason 'abort': weight updates in abort mode)",
+            hint="retry later, or update weights with mode keep",
+        )
+
+    def salted(self, chat: dict[str, Any], ticket: Ticket) -> dict[str, Any]:
+        """The body with the prefix cache salted by the weight version (when updates are on)."""
+        if not self.salts_by_version:
+            return chat
+        own = chat.get("cache_salt")
+        return {**chat, "cache_salt": f"{own}:w{ticket.start}" if own else f"ng-w{ticket.start}"}
 
     def responses_chat(self, request: ResponsesRequest) -> dict[str, Any]:
         """The chat body vLLM gets for a Responses request (config applied)."""
@@ -140,12 +186,16 @@ class VllmChat:
     async def chat(self, body: dict[str, Any], *, session_id: str | None) -> dict[str, Any]:
         """vLLM's answer to one `POST /v1/chat/completions` body, with the config applied."""
         chat = self.chat_body(body)
+
+        async def generate(salted: dict[str, Any]) -> Any:
+            return await self.client.post("/chat/completions", salted, session_id=session_id)
+
         try:
-            completion = await self.client.post("/chat/completions", chat, session_id=session_id)
+            completion, stamp, chat = await self.gated(chat, generate)
         except ContextOverflowError as error:
             self.metrics.context_overflows.inc()
             return empty_overflow_chat_completion(model=self.config.model, message=error.message)
-        completion = _object(completion)
+        completion["weight_version"] = stamp
         self.metrics.record_usage(completion.get("usage"))
         if self.wants_token_ids:
             if needs_prompt_tokenization(completion):
@@ -217,6 +267,26 @@ def parse_request(body: dict[str, Any]) -> ResponsesRequest:
             for error in exc.errors()[:5]
         )
         raise BadRequestError(f"invalid Responses request: {problems}") from None
+
+
+def stamp_response(response: dict[str, Any], stamp: dict[str, Any]) -> dict[str, Any]:
+    """The Response with its weight versions, on itself and on its last output item (which
+    travels with the trajectory, as the token ids do)."""
+    response["weight_version"] = stamp
+    output = response.get("output")
+    if isinstance(output, list) and output and isinstance(output[-1], dict):
+        output[-1]["weight_version"] = stamp
+    return response
+
+
+def is_aborted(completion: dict[str, Any]) -> bool:
+    choices = completion.get("choices")
+    return (
+        isinstance(choices, list)
+        and bool(choices)
+        and isinstance(choices[0], dict)
+        and choices[0].get("finish_reason") == "abort"
+    )
 
 
 def _object(answer: Any) -> dict[str, Any]:

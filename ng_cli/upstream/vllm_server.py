@@ -1,7 +1,9 @@
 """`VllmModelServer`: the routes of every model server over vLLM (vllm_model, local_vllm_model).
 
-The two implementations differ only in their config class and in how a timed-out sample is
-explained; routes, conversion, token ids, routing, failover and metrics are these, once.
+The two implementations differ only in their config class, in how a timed-out sample is
+explained, and in whether the engines take weight updates (`weight_updater`: local_vllm_model's
+engines, started with `weight_updates: true`); routes, conversion, token ids, versions, routing,
+failover and metrics are these, once.
 """
 
 from __future__ import annotations
@@ -18,12 +20,15 @@ from ng_cli.errors import ConfigError, NgError, NotFoundError, UpstreamTimeoutEr
 from ng_cli.servers import JSONResponse, ModelServer, read_generation_request, session_id
 from ng_cli.servers.app import event_stream
 from ng_cli.tokens.chat_template import ChatTokenizer
+from ng_cli.upstream.admin_routes import install_admin_routes
 from ng_cli.upstream.config import VllmModelConfig
 from ng_cli.upstream.metrics import install_metrics_route
 from ng_cli.upstream.runtime import Upstream
 from ng_cli.upstream.token_exact import TokenExactChat
+from ng_cli.upstream.versions import WeightVersions
 from ng_cli.upstream.vllm import VllmChat
 from ng_cli.upstream.vllm_stream import VllmStreams
+from ng_cli.upstream.weights import WeightUpdater
 
 __all__ = ["VllmModelServer"]
 
@@ -38,8 +43,18 @@ class VllmModelServer(ModelServer[C]):
         super().__init__(*args, **kwargs)
         self.upstream = Upstream(self.upstream_config(), self.http, server=self.name)
         config: VllmModelConfig = self.upstream.config  # type: ignore[assignment]
+        self.versions = WeightVersions(server=self.name)
+        self.weights = self.weight_updater()
+        if self.weights is not None:
+            self.upstream.prober.before_rejoin = self.weights.restore
+        self.upstream.metrics.weight_version.set_function(lambda: self.versions.version)
         self.vllm = VllmChat(
-            config, self.upstream.client, self.upstream.metrics, token_exact=self._token_exact(config)
+            config,
+            self.upstream.client,
+            self.upstream.metrics,
+            token_exact=self._token_exact(config),
+            versions=self.versions,
+            salts_by_version=self.weights is not None,
         )
         self.streams = VllmStreams(self.vllm)
         self.started_at = int(time.time())
@@ -58,6 +73,10 @@ class VllmModelServer(ModelServer[C]):
     def upstream_config(self) -> VllmModelConfig:
         """The config the upstream calls run with (a subclass may adjust its budgets)."""
         return self.config
+
+    def weight_updater(self) -> WeightUpdater | None:
+        """The updater of this server's engines' weights; None: they take no updates."""
+        return None
 
     def timeout_error(self, error: UpstreamTimeoutError) -> NgError:
         """What a caller is told when no answer came in time (a subclass may say more)."""
@@ -112,6 +131,8 @@ class VllmModelServer(ModelServer[C]):
             return JSONResponse(self._model_card())
 
         install_metrics_route(app, self.upstream.metrics)
+        if self.weights is not None:
+            install_admin_routes(app, self.weights, key=self.config.api_key.get_secret_value())
 
     def _model_card(self) -> dict[str, Any]:
         """The OpenAI `Model` object of the one model this server serves (what SDKs list)."""

@@ -11,6 +11,11 @@ call to another endpoint, and a failure is an ordinary error answer with its sta
 a failure ends the stream with an error event. A client that goes away ends the relay, which
 closes the connection to vLLM, which aborts the generation (counted in
 `ng_model_aborted_requests_total`).
+
+A stream holds its weight-gate ticket (`versions.WeightVersions`) from before its first chunk to
+its last: the final `response.completed` carries `weight_version`, and so does the chat stream's
+last chunk (the usage chunk). A stream cut short by an `abort`-mode weight update cannot be
+replayed once relayed: it ends with an error event (503, retryable), never as a finished answer.
 """
 
 from __future__ import annotations
@@ -24,12 +29,13 @@ from ng_cli.conversion.chunks import ChunkAccumulator
 from ng_cli.conversion.overflow import empty_overflow_chat_completion
 from ng_cli.conversion.response_events import ResponseEvents
 from ng_cli.conversion.to_responses import response_envelope
-from ng_cli.errors import BadRequestError, ContextOverflowError, NgError
+from ng_cli.errors import BadRequestError, ContextOverflowError, NgError, UpstreamUnavailableError
 from ng_cli.protocol.responses import ResponsesRequest
 from ng_cli.servers.app import status_for
 from ng_cli.servers.sse import DONE, encode_event
 from ng_cli.tokens.contract import extract_token_info, needs_prompt_tokenization
-from ng_cli.upstream.vllm import VllmChat, parse_request
+from ng_cli.upstream.versions import Ticket
+from ng_cli.upstream.vllm import VllmChat, is_aborted, parse_request, stamp_response
 
 __all__ = ["VllmStreams"]
 
@@ -60,12 +66,18 @@ class VllmStreams:
         )
         stack = AsyncExitStack()
         try:
+            ticket = await stack.enter_async_context(self.vllm.versions.call())
+            chat = self.vllm.salted(chat, ticket)
             chunks = await stack.enter_async_context(
                 self.vllm.client.stream("/chat/completions", chat, session_id=session_id)
             )
         except ContextOverflowError as error:
+            await stack.aclose()
             return self._replayed(events, self.vllm.overflow_response(request, error))
-        return self._relayed(stack, chunks, events, request, chat, session_id)
+        except BaseException:
+            await stack.aclose()
+            raise
+        return self._relayed(stack, chunks, events, request, chat, session_id, ticket)
 
     async def _replayed(self, events: ResponseEvents, final: dict[str, Any]) -> AsyncIterator[bytes]:
         """A Response known in full (the overflow answer) as a stream of events."""
@@ -80,6 +92,7 @@ class VllmStreams:
         request: ResponsesRequest,
         chat: dict[str, Any],
         session_id: str | None,
+        ticket: Ticket,
     ) -> AsyncIterator[bytes]:
         async with stack, self._counting_aborts():
             for event in events.opening():
@@ -89,10 +102,11 @@ class VllmStreams:
                 async for chunk in chunks:
                     for event in events.on_delta(total.add(chunk)):
                         yield encode_event(event, event=event["type"])
-                final = await self.vllm.finish_response(
-                    total.completion(), request, chat, session_id=session_id
-                )
-                closing = events.closing(final)
+                completion = total.completion()
+                _refuse_aborted(completion)
+                stamp = ticket.stamp()
+                final = await self.vllm.finish_response(completion, request, chat, session_id=session_id)
+                closing = events.closing(stamp_response(final, stamp))
             except NgError as error:
                 closing = [events.error(error.message, code=error.error_type, status=status_for(error))]
             for event in closing:
@@ -103,14 +117,20 @@ class VllmStreams:
         chat = {**self.vllm.chat_body(body), "stream": True}
         stack = AsyncExitStack()
         try:
+            ticket = await stack.enter_async_context(self.vllm.versions.call())
+            chat = self.vllm.salted(chat, ticket)
             chunks = await stack.enter_async_context(
                 self.vllm.client.stream("/chat/completions", chat, session_id=session_id)
             )
         except ContextOverflowError as error:
+            await stack.aclose()
             self.vllm.metrics.context_overflows.inc()
             completion = empty_overflow_chat_completion(model=self.vllm.config.model, message=error.message)
             return _as_one_chunk(completion)
-        return self._chat_relayed(stack, chunks, chat, session_id)
+        except BaseException:
+            await stack.aclose()
+            raise
+        return self._chat_relayed(stack, chunks, chat, session_id, ticket)
 
     async def _chat_relayed(
         self,
@@ -118,14 +138,18 @@ class VllmStreams:
         chunks: AsyncIterator[dict[str, Any]],
         chat: dict[str, Any],
         session_id: str | None,
+        ticket: Ticket,
     ) -> AsyncIterator[bytes]:
         async with stack, self._counting_aborts():
             total = ChunkAccumulator()
             try:
                 async for chunk in chunks:
                     total.add(chunk)
+                    if chunk.get("usage") is not None:  # the last chunk (stream_options.include_usage)
+                        chunk = {**chunk, "weight_version": ticket.stamp()}
                     yield encode_event(chunk)
                 completion = total.completion()
+                _refuse_aborted(completion)
                 self.vllm.metrics.record_usage(completion.get("usage"))
                 if self.vllm.wants_token_ids and not needs_prompt_tokenization(completion):
                     extract_token_info(completion)  # the contract's checks; a failure is an error event
@@ -151,6 +175,15 @@ class _AbortCounter:
     async def __aexit__(self, kind: type[BaseException] | None, *_: object) -> None:
         if kind is not None and issubclass(kind, asyncio.CancelledError | GeneratorExit):
             self.vllm.metrics.aborted.inc()
+
+
+def _refuse_aborted(completion: dict[str, Any]) -> None:
+    """A relayed stream that vLLM aborted (a weight update in `abort` mode) is no finished answer."""
+    if is_aborted(completion):
+        raise UpstreamUnavailableError(
+            "the generation was aborted by a weight update (mode abort) after it had started streaming",
+            hint="retry the call; it runs under the new weights",
+        )
 
 
 async def _as_one_chunk(completion: dict[str, Any]) -> AsyncIterator[bytes]:

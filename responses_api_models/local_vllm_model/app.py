@@ -4,8 +4,10 @@ ng_run plans and starts the engines (`ng_cli.engines`, `ng_cli.launcher.engines`
 server, then hands it every engine's URL and the run's key in its spec: from here on it is
 vllm_model (same routes, conversion, token ids, routing, failover and metrics). With a
 `base_url` in the config nothing is started and it is exactly vllm_model (NeMo Gym's meaning).
-The one difference: the wait for one sample is `NRL_VLLM_ASYNC_TIMEOUT_SECONDS` when set, and a
-timeout says so, with the export line that doubles it. See docs/local_vllm_model.md.
+Two differences: the wait for one sample is `NRL_VLLM_ASYNC_TIMEOUT_SECONDS` when set, and a
+timeout says so, with the export line that doubles it; and with `weight_updates: true` its engines
+take new weights (`/admin/weights/...`, `ng_update_weights`; docs/training.md). See
+docs/local_vllm_model.md.
 """
 
 from __future__ import annotations
@@ -14,10 +16,12 @@ import os
 from typing import ClassVar
 
 from ng_cli.engines.config import LocalVllmModelConfig
+from ng_cli.engines.model_info import resolve_model_dir
 from ng_cli.engines.quirks import ASYNC_TIMEOUT_ENV, SampleTimeoutError, sample_timeout_s
 from ng_cli.errors import ConfigError, NgError, UpstreamTimeoutError
 from ng_cli.upstream import VllmModelConfig
 from ng_cli.upstream.vllm_server import VllmModelServer
+from ng_cli.upstream.weights import WeightUpdater
 
 
 class LocalVllmModel(VllmModelServer[LocalVllmModelConfig]):
@@ -43,6 +47,31 @@ class LocalVllmModel(VllmModelServer[LocalVllmModelConfig]):
         seconds = self.sample_timeout_s
         return self.config.model_copy(
             update={"read_timeout_s": seconds, "total_timeout_s": max(seconds, self.config.connect_timeout_s)}
+        )
+
+    def weight_updater(self) -> WeightUpdater | None:
+        config = self.config
+        if not config.weight_updates:
+            return None
+        dummy = config.vllm_serve_kwargs.get("load_format") == "dummy"
+        boot = (
+            None
+            if dummy
+            else str(resolve_model_dir(config.model, hf_home=config.hf_home, where=f"{self.name}."))
+        )
+        return WeightUpdater(
+            pool=self.upstream.pool,
+            http=self.http,
+            headers=self.upstream.client.headers,
+            versions=self.versions,
+            deadlines=config.weight_update_deadlines,
+            boot_path=boot,
+            disk_reason=(
+                "these engines started with load_format: dummy, which vLLM cannot reload from disk; "
+                "their weights come from a tensor push (begin / push / commit)"
+                if dummy
+                else None
+            ),
         )
 
     def timeout_error(self, error: UpstreamTimeoutError) -> NgError:

@@ -1,0 +1,128 @@
+"""`ng_update_weights`: every engine of a running stack's model server on a new checkpoint."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+import typer
+from pydantic import BaseModel, ConfigDict, Field
+from rich.table import Table
+
+from ng_cli.commands._app import (
+    ConfigFiles,
+    Verbose,
+    composed_config,
+    make_app,
+    make_console,
+    overrides_argument,
+)
+from ng_cli.config.command_options import command_options
+from ng_cli.launcher.plan import head_url_from_config
+from ng_cli.training.client import WeightsClient
+from ng_cli.upstream.weights import WeightUpdateError
+
+__all__ = ["UpdateWeightsOptions", "app", "main", "update_weights"]
+
+_EPILOG = """\b
+Config keys this command reads (see docs/training.md):
+  path              the checkpoint directory (*.safetensors of the same model), absolute
+  version           the weight version it becomes (an integer above the current one: the trainer's step)
+  mode              keep (default: requests in flight pause and go on under the new weights),
+                    wait (they finish first), abort (they are cut short and sent again)
+  model_server      which model server (default: the one whose engines take weight updates)
+  head_server_url   the running stack (default: from head_server, else http://127.0.0.1:11000)
+The model server stops admitting calls, pauses every engine, reloads, verifies that every engine
+holds the same weights, resets the prefix cache, sets the version, resumes, and admits again. If
+any engine fails, every engine goes back to the previous checkpoint and the version stays.
+Exit codes: 0 updated, 2 refused or rolled back (the reason names the engine and the phase), 1 unreachable.
+Example:
+  ng_update_weights +path=/ckpt/step-3 +version=3"""
+
+app = make_app(help=__doc__)
+
+
+class UpdateWeightsOptions(BaseModel):
+    """One update from a checkpoint directory."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+
+    path: str = Field(min_length=1)
+    """The checkpoint directory (absolute: the engines read it themselves)."""
+    version: int = Field(ge=1)
+    """The weight version it becomes; versions only go up."""
+    mode: Literal["keep", "wait", "abort"] = "keep"
+    """What happens to calls in flight (see the epilog)."""
+    model_server: str | None = None
+    """The model server instance (default: the only one that takes weight updates)."""
+    head_server_url: str | None = None
+    """The running stack's head server."""
+    timeout_s: float = Field(default=3600.0, gt=0)
+    """The longest this command waits for the update (each phase also has its own deadline)."""
+
+
+@app.command(epilog=_EPILOG)
+def update_weights(
+    overrides: Annotated[list[str] | None, overrides_argument("+path=/ckpt/step-3 +version=3")] = None,
+    config: ConfigFiles = None,
+    verbose: Verbose = False,
+) -> None:
+    """Load a checkpoint into every engine of a running stack and serve it as a new version."""
+    with composed_config(overrides, config, verbose=verbose) as composed:
+        options = command_options(
+            composed,
+            UpdateWeightsOptions,
+            asks={
+                "path": ("which checkpoint directory?", "ng_update_weights +path=/ckpt/step-3 +version=3"),
+                "version": (
+                    "which version does it become?",
+                    "ng_update_weights +path=/ckpt/step-3 +version=3",
+                ),
+            },
+        )
+        client = WeightsClient.connect(
+            head_url_from_config(composed), model_server=options.model_server, timeout_s=options.timeout_s
+        )
+        try:
+            result = client.update(options.path, version=options.version, mode=options.mode)
+        except WeightUpdateError as error:
+            if error.timings:
+                make_console(stderr=True).print(
+                    timings_table(error.timings, title="phases before the rollback")
+                )
+            raise
+    console = make_console()
+    console.print(
+        timings_table(
+            result["engines"],
+            title=f"{client.server}: version {result['previous_version']} -> {result['version']}",
+        )
+    )
+    console.print(
+        f"version {result['version']} ({result['path']}) in {result['window_s']:.3f} s from pause to resume, "
+        f"mode {result['mode']}; {len(result['spanning_calls'])} call(s) in flight span the update",
+        highlight=False,
+    )
+    for engine, problem in (result.get("problems") or {}).items():
+        console.print(
+            f"warning: {engine}: {problem} (taken out of the pool)", style="yellow", highlight=False
+        )
+    raise typer.Exit(0)
+
+
+def timings_table(engines: dict[str, Any], *, title: str) -> Table:
+    """One row per engine, one column per phase (seconds)."""
+    phases: list[str] = []
+    for timings in engines.values():
+        phases += [phase for phase in timings if phase not in phases]
+    table = Table(title=title, title_justify="left")
+    table.add_column("engine")
+    for phase in phases:
+        table.add_column(f"{phase} s", justify="right")
+    for engine, timings in engines.items():
+        table.add_row(engine, *(f"{timings[phase]:.3f}" if phase in timings else "-" for phase in phases))
+    return table
+
+
+def main() -> None:
+    """Console-script entry point (`ng_update_weights`)."""
+    app()

@@ -1,0 +1,141 @@
+"""`WeightsClient`: a running stack's weight admin routes, from a trainer or `ng_update_weights`.
+
+It finds the model server through the head server (the one whose `/servers` entry lists `admin`
+routes, or the one named), and its key in ng_run's key file (`launcher/admin_keys.py`) or in
+`NG_WEIGHTS_KEY`. Standard library HTTP only, so a trainer's process pays for nothing else.
+
+    client = WeightsClient.connect("http://127.0.0.1:11000")
+    client.update("/ckpt/step-3", version=3)                  # mode keep: nothing in flight is lost
+    client.begin(version=4); client.push("update_weights", {...}); client.commit()   # tensor push
+    client.status()["version"]
+"""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+from typing import Any
+
+from ng_cli.errors import ConfigError, UpstreamHTTPError, UpstreamUnavailableError
+from ng_cli.head import fetch_servers
+from ng_cli.launcher.admin_keys import KEY_ENV, admin_key
+from ng_cli.upstream.admin_routes import ADMIN_ROUTES
+from ng_cli.upstream.weights import WeightUpdateError
+
+__all__ = ["WeightsClient"]
+
+
+@dataclass(frozen=True)
+class WeightsClient:
+    """The admin routes of one model server whose engines take weight updates."""
+
+    server: str
+    url: str
+    key: str = field(repr=False)
+    timeout_s: float = 3600.0
+
+    @classmethod
+    def connect(
+        cls, head_url: str, *, model_server: str | None = None, timeout_s: float = 3600.0
+    ) -> WeightsClient:
+        """The model server of a running stack; ConfigError naming what is missing."""
+        servers = fetch_servers(head_url)
+        updatable = [entry for entry in servers if isinstance(entry.get("admin"), dict)]
+        if model_server is not None:
+            chosen = [entry for entry in servers if entry.get("name") == model_server]
+            if not chosen:
+                names = ", ".join(str(entry.get("name")) for entry in servers)
+                raise ConfigError(
+                    f"model_server: the stack at {head_url} has no server {model_server!r} (it has {names})"
+                )
+            if chosen[0] not in updatable:
+                raise ConfigError(
+                    f"model_server: {model_server!r} takes no weight updates",
+                    hint="set weight_updates: true on its local_vllm_model block and restart ng_run",
+                )
+        elif len(updatable) != 1:
+            names = ", ".join(str(entry["name"]) for entry in updatable)
+            raise ConfigError(
+                f"the stack at {head_url} has {len(updatable)} model servers that take weight updates"
+                + (f" ({names}): say which with +model_server=NAME" if updatable else ""),
+                hint="set weight_updates: true on a local_vllm_model block" if not updatable else None,
+            )
+        else:
+            chosen = updatable
+        name = str(chosen[0]["name"])
+        key = admin_key(head_url, name)
+        if key is None:
+            raise ConfigError(
+                f"no key for {name!r}: ng_run's key file for {head_url} is missing (another user's stack, "
+                "or one started elsewhere)",
+                hint=f"export {KEY_ENV} with the instance's configured api_key",
+            )
+        return cls(server=name, url=str(chosen[0]["url"]).rstrip("/"), key=key, timeout_s=timeout_s)
+
+    def status(self) -> dict[str, Any]:
+        return self._call("GET", ADMIN_ROUTES["weights"])
+
+    def update(self, path: str, *, version: int, mode: str = "keep") -> dict[str, Any]:
+        return self._call("POST", ADMIN_ROUTES["update"], {"path": path, "version": version, "mode": mode})
+
+    def begin(self, *, version: int, mode: str = "keep") -> dict[str, Any]:
+        return self._call("POST", ADMIN_ROUTES["begin"], {"version": version, "mode": mode})
+
+    def push(self, route: str, body: Any) -> dict[str, Any]:
+        return self._call("POST", ADMIN_ROUTES["push"].format(route=route), body)
+
+    def commit(self) -> dict[str, Any]:
+        return self._call("POST", ADMIN_ROUTES["commit"])
+
+    def abort(self) -> dict[str, Any]:
+        return self._call("POST", ADMIN_ROUTES["abort"])
+
+    def sleep(self, level: int = 1) -> dict[str, Any]:
+        return self._call("POST", ADMIN_ROUTES["sleep"], {"level": level})
+
+    def wake_up(self) -> dict[str, Any]:
+        return self._call("POST", ADMIN_ROUTES["wake_up"])
+
+    def _call(self, method: str, route: str, body: Any = None) -> dict[str, Any]:
+        data = None if body is None else json.dumps(body).encode()
+        request = urllib.request.Request(
+            self.url + route,
+            data=data,
+            method=method,
+            headers={"Authorization": f"Bearer {self.key}", "Content-Type": "application/json"},
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=self.timeout_s) as response:
+                answer = json.loads(response.read() or b"{}")
+        except urllib.error.HTTPError as exc:
+            raise _error_of(exc, self.server) from None
+        except (urllib.error.URLError, OSError) as exc:
+            raise UpstreamUnavailableError(
+                f"model server {self.server!r} at {self.url} is unreachable: {getattr(exc, 'reason', exc)}",
+                endpoint=self.url,
+            ) from None
+        if not isinstance(answer, dict):
+            raise UpstreamHTTPError(f"{self.server}: {route} answered {answer!r:.200}", status=502)
+        return answer
+
+
+def _error_of(exc: urllib.error.HTTPError, server: str) -> Exception:
+    text = exc.read().decode("utf-8", "replace")
+    try:
+        error = json.loads(text).get("error", {})
+    except (ValueError, AttributeError):
+        error = {}
+    message = error.get("message") if isinstance(error, dict) else None
+    if isinstance(error, dict) and "phase" in error:
+        return WeightUpdateError(
+            str(message),
+            phase=str(error.get("phase")),
+            engine=error.get("engine"),
+            rolled_back=bool(error.get("rolled_back")),
+            version=error.get("version"),
+            hint=error.get("hint"),
+            timings=error.get("timings") or {},
+        )
+    return UpstreamHTTPError(f"{server}: {message or text[:300]}", status=exc.code, body=text)

@@ -1,0 +1,135 @@
+"""The model server's admin routes over its `WeightUpdater` (`weight_updates: true`).
+
+    GET  /admin/weights                   version, checkpoint, admission, last update
+    POST /admin/weights/update            {"path", "version", "mode"}: reload from a checkpoint directory
+    POST /admin/weights/begin             {"version", "mode"}: open a tensor push
+    POST /admin/weights/push/{route}      forwarded to every engine (vLLM's tensor-push routes)
+    POST /admin/weights/commit            close the push: verify, reset caches, set the version, resume
+    POST /admin/weights/abort             give the push up: the version stays
+    POST /admin/sleep                     {"level": 1|2}: drain, then free the engines' GPU memory
+    POST /admin/wake_up                   back, and admitting again
+
+Every route needs `Authorization: Bearer <the engines' key>` (the instance's `api_key`, random
+per run unless configured; ng_run leaves it for `ng_update_weights` in a 0600 file, see
+`launcher/admin_keys.py`). Failures answer the error envelope with `phase`, `engine`,
+`rolled_back` and `version`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+from typing import Any, Literal
+
+from fastapi import FastAPI, Request
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from ng_cli.errors import BadRequestError, NgError
+from ng_cli.servers import JSONResponse
+from ng_cli.upstream.weights import WeightUpdater
+
+__all__ = ["ADMIN_ROUTES", "UnauthorizedError", "install_admin_routes"]
+
+ADMIN_ROUTES = {
+    "weights": "/admin/weights",
+    "update": "/admin/weights/update",
+    "begin": "/admin/weights/begin",
+    "push": "/admin/weights/push/{route}",
+    "commit": "/admin/weights/commit",
+    "abort": "/admin/weights/abort",
+    "sleep": "/admin/sleep",
+    "wake_up": "/admin/wake_up",
+}
+"""The routes, by name (the head server lists them for a model server that takes updates)."""
+
+
+class UnauthorizedError(NgError):
+    http_status = 401
+
+
+class _Update(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    path: str = Field(min_length=1)
+    version: int = Field(ge=1)
+    mode: Literal["keep", "wait", "abort"] = "keep"
+
+
+class _Begin(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    version: int = Field(ge=1)
+    mode: Literal["keep", "wait", "abort"] = "keep"
+
+
+class _Sleep(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    level: Literal[1, 2] = 1
+
+
+def install_admin_routes(app: FastAPI, weights: WeightUpdater, *, key: str) -> None:
+    digest = hashlib.sha256(key.encode()).digest() if key else None
+
+    def authorize(request: Request) -> None:
+        scheme, _, token = request.headers.get("authorization", "").partition(" ")
+        if digest is None:
+            raise UnauthorizedError("this model server has no key, so its admin routes are closed")
+        if scheme.lower() != "bearer" or not hmac.compare_digest(
+            hashlib.sha256(token.encode()).digest(), digest
+        ):
+            raise UnauthorizedError(
+                "the admin routes need Authorization: Bearer <the engines' key>",
+                hint="ng_update_weights finds it in the key file ng_run writes; a remote trainer sets NG_WEIGHTS_KEY",
+            )
+
+    async def body_of(request: Request, model: type[BaseModel]) -> Any:
+        try:
+            return model.model_validate(await request.json())
+        except ValidationError as exc:
+            problems = "; ".join(
+                f"{'.'.join(str(p) for p in e['loc']) or 'body'}: {e['msg']}" for e in exc.errors()
+            )
+            raise BadRequestError(f"invalid admin request: {problems}") from None
+        except ValueError:
+            raise BadRequestError("the admin request body must be a JSON object") from None
+
+    @app.get(ADMIN_ROUTES["weights"])
+    async def weights_status(request: Request) -> JSONResponse:
+        authorize(request)
+        return JSONResponse(weights.status())
+
+    @app.post(ADMIN_ROUTES["update"])
+    async def update(request: Request) -> JSONResponse:
+        authorize(request)
+        body = await body_of(request, _Update)
+        return JSONResponse(await weights.update(body.path, body.version, body.mode))
+
+    @app.post(ADMIN_ROUTES["begin"])
+    async def begin(request: Request) -> JSONResponse:
+        authorize(request)
+        body = await body_of(request, _Begin)
+        return JSONResponse(await weights.begin(body.version, body.mode))
+
+    @app.post(ADMIN_ROUTES["push"])
+    async def push(route: str, request: Request) -> JSONResponse:
+        authorize(request)
+        return JSONResponse({"results": await weights.push(route, await request.json())})
+
+    @app.post(ADMIN_ROUTES["commit"])
+    async def commit(request: Request) -> JSONResponse:
+        authorize(request)
+        return JSONResponse(await weights.commit())
+
+    @app.post(ADMIN_ROUTES["abort"])
+    async def abort(request: Request) -> JSONResponse:
+        authorize(request)
+        return JSONResponse(await weights.abort())
+
+    @app.post(ADMIN_ROUTES["sleep"])
+    async def sleep(request: Request) -> JSONResponse:
+        authorize(request)
+        body = await body_of(request, _Sleep)
+        return JSONResponse(await weights.sleep(body.level))
+
+    @app.post(ADMIN_ROUTES["wake_up"])
+    async def wake_up(request: Request) -> JSONResponse:
+        authorize(request)
+        return JSONResponse(await weights.wake_up())

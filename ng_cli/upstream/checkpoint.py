@@ -1,0 +1,138 @@
+"""`Checkpoint`: what a safetensors checkpoint directory holds, read from its headers only.
+
+A weight update is refused before any engine is paused when the new checkpoint cannot be what
+the engines run: no such directory, no `*.safetensors` file, a file whose header is not a
+safetensors header (garbage bytes, a truncated file), or tensors whose names, dtypes or shapes
+differ from the checkpoint the engines run now. Reading a header costs one small read per file
+(8 bytes of length, then JSON), so even an 8B checkpoint is checked in milliseconds; the tensor
+bytes are the engine's to read.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import struct
+from dataclasses import dataclass
+from pathlib import Path
+
+from ng_cli.errors import NgError
+
+__all__ = ["Checkpoint", "CheckpointError", "TensorInfo"]
+
+_MAX_HEADER_BYTES = 100 * 1024 * 1024
+"""safetensors' own limit on the JSON header."""
+
+
+class CheckpointError(NgError):
+    """A checkpoint directory that no engine could load as the model it serves."""
+
+    exit_code = 2
+    http_status = 422
+
+
+@dataclass(frozen=True)
+class TensorInfo:
+    dtype: str
+    shape: tuple[int, ...]
+    file: str
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    """A directory of safetensors files and the tensors their headers declare."""
+
+    path: Path
+    tensors: dict[str, TensorInfo]
+    total_bytes: int
+
+    @classmethod
+    def read(cls, path: str | os.PathLike[str]) -> Checkpoint:
+        """The checkpoint at `path` (an absolute directory), or CheckpointError saying what is wrong."""
+        directory = Path(path)
+        if not directory.is_absolute():
+            raise CheckpointError(
+                f"checkpoint path {str(path)!r} is not absolute (engines resolve it on their own)"
+            )
+        if not directory.is_dir():
+            what = "does not exist" if not directory.exists() else "is not a directory"
+            raise CheckpointError(f"checkpoint {directory} {what}")
+        files = sorted(directory.glob("*.safetensors"))
+        if not files:
+            raise CheckpointError(f"checkpoint {directory} holds no *.safetensors file")
+        tensors: dict[str, TensorInfo] = {}
+        total = 0
+        for file in files:
+            for name, info in _header(file).items():
+                if name in tensors:
+                    raise CheckpointError(
+                        f"checkpoint {directory}: tensor {name!r} is in {tensors[name].file} and {file.name}"
+                    )
+                tensors[name] = info
+            total += file.stat().st_size
+        return cls(path=directory, tensors=tensors, total_bytes=total)
+
+    def differences(self, reference: Checkpoint, *, limit: int = 5) -> list[str]:
+        """Why this checkpoint cannot replace `reference` in the same model (empty: it can)."""
+        problems: list[str] = []
+        missing = sorted(set(reference.tensors) - set(self.tensors))
+        extra = sorted(set(self.tensors) - set(reference.tensors))
+        if missing:
+            problems.append(f"{len(missing)} tensor(s) missing, e.g. {', '.join(missing[:limit])}")
+        if extra:
+            problems.append(
+                f"{len(extra)} tensor(s) the model does not have, e.g. {', '.join(extra[:limit])}"
+            )
+        for name in sorted(set(self.tensors) & set(reference.tensors)):
+            new, old = self.tensors[name], reference.tensors[name]
+            if new.shape != old.shape or new.dtype != old.dtype:
+                problems.append(
+                    f"{name}: {new.dtype}{list(new.shape)} where the model has {old.dtype}{list(old.shape)}"
+                )
+            if len(problems) >= limit + 2:
+                break
+        return problems
+
+
+def _header(file: Path) -> dict[str, TensorInfo]:
+    """The tensors one safetensors file declares, with the file's size checked against them."""
+    size = file.stat().st_size
+    try:
+        with open(file, "rb") as handle:
+            prefix = handle.read(8)
+            if len(prefix) < 8:
+                raise CheckpointError(f"{file}: {size} bytes, too short for a safetensors file")
+            (length,) = struct.unpack("<Q", prefix)
+            if length > min(_MAX_HEADER_BYTES, size - 8):
+                raise CheckpointError(
+                    f"{file}: not a safetensors file (header length {length} in a {size}-byte file)"
+                )
+            header = json.loads(handle.read(length))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise CheckpointError(f"{file}: not a safetensors file (its header is not JSON: {exc})") from None
+    except OSError as exc:
+        raise CheckpointError(f"{file}: cannot be read ({exc.strerror})") from None
+    if not isinstance(header, dict):
+        raise CheckpointError(f"{file}: not a safetensors file (its header is not a JSON object)")
+    tensors: dict[str, TensorInfo] = {}
+    end = 0
+    for name, entry in header.items():
+        if name == "__metadata__":
+            continue
+        try:
+            dtype, shape, (begin, stop) = (
+                entry["dtype"],
+                tuple(int(n) for n in entry["shape"]),
+                entry["data_offsets"],
+            )
+        except (TypeError, KeyError, ValueError) as exc:
+            raise CheckpointError(f"{file}: tensor {name!r} has a malformed header entry ({exc})") from None
+        if not (isinstance(begin, int) and isinstance(stop, int) and 0 <= begin <= stop):
+            raise CheckpointError(f"{file}: tensor {name!r} has bad data offsets {entry['data_offsets']}")
+        tensors[name] = TensorInfo(dtype=str(dtype), shape=shape, file=file.name)
+        end = max(end, stop)
+    if 8 + length + end > size:
+        raise CheckpointError(
+            f"{file}: truncated: its header declares {8 + length + end} bytes, the file has {size}"
+        )
+    return tensors

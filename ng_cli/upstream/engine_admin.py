@@ -1,0 +1,116 @@
+"""`EngineAdmin`: the admin routes of one vLLM engine, each call under its own deadline.
+
+The routes exist when the engine runs with `VLLM_SERVER_DEV_MODE=1` (`weight_updates: true`) and
+answer only with the engines' key (`engines/engine_guard.py`). The reload and the fingerprint go
+through `/collective_rpc` to the methods `engines/engine_worker.py` adds to every worker, so they
+return one answer per worker (TP/PP rank).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Mapping
+from typing import Any, Literal, TypeVar
+
+from ng_cli.errors import NgError, UpstreamTimeoutError
+from ng_cli.servers.http import HttpClient, Timeouts
+
+__all__ = ["EngineAdmin", "PauseMode", "PhaseError"]
+
+PauseMode = Literal["keep", "wait", "abort"]
+T = TypeVar("T")
+
+
+class PhaseError(NgError):
+    """One engine failed one phase (or ran past its deadline); names both."""
+
+    def __init__(self, engine: str, phase: str, reason: str) -> None:
+        super().__init__(f"engine {engine}: {phase} failed: {reason}")
+        self.engine = engine
+        self.phase = phase
+        self.reason = reason
+
+
+class EngineAdmin:
+    """Admin calls to the engine at `root_url` (its server root, not `/v1`)."""
+
+    def __init__(self, http: HttpClient, root_url: str, *, headers: Mapping[str, str]) -> None:
+        self.http = http
+        self.root_url = root_url.rstrip("/")
+        self.headers = dict(headers)
+
+    async def pause(self, mode: PauseMode, *, deadline_s: float) -> None:
+        await self._phase("pause", self._post(f"/pause?mode={mode}", None, deadline_s), deadline_s)
+
+    async def resume(self, *, deadline_s: float) -> None:
+        await self._phase("resume", self._post("/resume", None, deadline_s), deadline_s)
+
+    async def reload(self, path: str, *, deadline_s: float) -> list[str]:
+        """Load the checkpoint at `path`; the fingerprint of every worker after it."""
+        body = {"method": "ng_reload_weights", "kwargs": {"weights_path": path}, "timeout": deadline_s}
+        answer = await self._phase("reload", self._post("/collective_rpc", body, deadline_s), deadline_s)
+        return _fingerprints(self.root_url, "reload", answer)
+
+    async def fingerprint(self, *, deadline_s: float) -> list[str]:
+        body = {"method": "ng_weights_fingerprint", "timeout": deadline_s}
+        answer = await self._phase("verify", self._post("/collective_rpc", body, deadline_s), deadline_s)
+        return _fingerprints(self.root_url, "verify", answer)
+
+    async def reset_prefix_cache(self, *, deadline_s: float) -> bool:
+        """True if the engine emptied its prefix cache (False while requests still hold blocks)."""
+        answer = await self._phase(
+            "reset_cache", self._post("/reset_prefix_cache", None, deadline_s), deadline_s
+        )
+        return not (isinstance(answer, dict) and answer.get("success") is False) and answer is not False
+
+    async def sleep(self, level: int, *, deadline_s: float) -> None:
+        await self._phase("sleep", self._post(f"/sleep?level={level}", None, deadline_s), deadline_s)
+
+    async def wake_up(self, *, deadline_s: float) -> None:
+        await self._phase("wake_up", self._post("/wake_up", None, deadline_s), deadline_s)
+
+    async def is_sleeping(self, *, deadline_s: float) -> bool:
+        answer = await self._phase("sleep", self._get("/is_sleeping", deadline_s), deadline_s)
+        return bool(isinstance(answer, dict) and answer.get("is_sleeping"))
+
+    async def call(self, route: str, body: Any, *, phase: str, deadline_s: float) -> Any:
+        """Any other admin route (the tensor-push routes), under the same rules."""
+        return await self._phase(phase, self._post(route, body, deadline_s), deadline_s)
+
+    async def _phase(self, phase: str, call: Awaitable[T], deadline_s: float) -> T:
+        try:
+            return await asyncio.wait_for(call, deadline_s)
+        except TimeoutError:
+            raise PhaseError(self.root_url, phase, f"no answer within {deadline_s:g} s") from None
+        except UpstreamTimeoutError as error:
+            raise PhaseError(
+                self.root_url, phase, f"no answer within {deadline_s:g} s ({error.message})"
+            ) from None
+        except NgError as error:
+            raise PhaseError(self.root_url, phase, error.message) from None
+
+    async def _post(self, route: str, body: Any, deadline_s: float) -> Any:
+        return await self.http.request_json(
+            "POST", self.root_url + route, json=body, headers=self.headers, timeouts=_timeouts(deadline_s)
+        )
+
+    async def _get(self, route: str, deadline_s: float) -> Any:
+        return await self.http.request_json(
+            "GET", self.root_url + route, headers=self.headers, timeouts=_timeouts(deadline_s)
+        )
+
+
+def _timeouts(deadline_s: float) -> Timeouts:
+    return Timeouts(connect_s=min(5.0, deadline_s), read_s=deadline_s, total_s=deadline_s)
+
+
+def _fingerprints(engine: str, phase: str, answer: Any) -> list[str]:
+    results = answer.get("results") if isinstance(answer, dict) else None
+    if not isinstance(results, list) or not results or not all(isinstance(item, str) for item in results):
+        raise PhaseError(
+            engine,
+            phase,
+            f"its workers answered {str(answer)[:200]!r}, not one fingerprint each "
+            "(was the engine started with weight_updates: true?)",
+        )
+    return results
