@@ -1,5 +1,7 @@
 """One-shot collection: collate a split, start the stack, collect, stop (`ng_e2e_collect_rollouts`).
 
+    check every output             one that is a dataset, or unwritable -> exit 2 before anything
+                                   is written or started (ng_cli.outputs)
     collate the split's datasets   bad rows -> exit 2 before anything starts
     check the collector's options  a bad option -> exit 2 before anything starts
     Stack.start -> wait_ready      the same launcher as ng_run (head server on a free port)
@@ -27,20 +29,22 @@ from typing import IO, TYPE_CHECKING
 from rich.console import Console
 
 from ng_cli.config.compose import ComposedConfig
-from ng_cli.datasets import SPLITS, datasets_for, prepare_splits
+from ng_cli.datasets import SPLITS, dataset_inputs, datasets_for, prepare_splits, split_files
 from ng_cli.errors import ConfigError, LaunchError
 from ng_cli.launcher.plan import HEAD_NAME, StackPlan
 from ng_cli.launcher.signals import StopSignals
 from ng_cli.launcher.stack import Stack
 from ng_cli.launcher.supervise import plan_and_connect
+from ng_cli.outputs import check_outputs, writes
 from ng_cli.rollouts import CollectConfig, CollectResult, collect_config_from, make_view, render_summary
 from ng_cli.rollouts.collect import collect_rollouts
 from ng_cli.rollouts.progress import ProgressView
+from ng_cli.rollouts.resume import OutputPaths
 
 if TYPE_CHECKING:
     from ng_cli.launcher.ray_backend import RayBackend
 
-__all__ = ["FileSink", "collect_end_to_end", "inputs_dir"]
+__all__ = ["FileSink", "collect_end_to_end", "inputs_dir", "servers_log", "written_files"]
 
 _POLL_S = 0.1
 
@@ -49,6 +53,18 @@ def inputs_dir(output: Path) -> Path:
     """Where the collated input goes: `results/out.jsonl` -> `results/out_inputs/`."""
     stem = output.with_suffix("") if output.suffix == ".jsonl" else output
     return stem.with_name(stem.name + "_inputs")
+
+
+def servers_log(output: Path) -> Path:
+    """Where the servers' output goes: `results/out.jsonl` -> `results/out_servers.log`."""
+    return output.with_name(output.stem + "_servers.log")
+
+
+def written_files(settings: CollectConfig, split: str) -> list[Path]:
+    """Every file this command writes: the collector's, the collated split and its metrics, the log."""
+    paths = OutputPaths.for_output(settings.output_jsonl_fpath)
+    collated = settings.input_jsonl_fpath
+    return [*paths.all, *split_files(collated.parent, [split]), servers_log(paths.output)]
 
 
 class FileSink:
@@ -80,6 +96,10 @@ def collect_end_to_end(config: ComposedConfig, *, console: Console) -> int:
             f"split: no agent in the config declares a dataset of type {split!r}",
             hint=f"choose another +split= ({', '.join(SPLITS)}) or add the dataset to an agent's datasets:",
         )
+    output = settings.output_jsonl_fpath
+    check_outputs(
+        writes("output_jsonl_fpath", output, *written_files(settings, split)), dataset_inputs(config)
+    )
     problems = Console(stderr=True, highlight=False, soft_wrap=True)
     prepare_splits({split: datasets}, settings.input_jsonl_fpath.parent, on_problem=problems.print)
     plan, backend = plan_and_connect(config)  # with a `ray` block: on that cluster, as ng_run
@@ -90,7 +110,7 @@ def collect_end_to_end(config: ComposedConfig, *, console: Console) -> int:
         if backend is not None:
             backend.stop()
         raise
-    log = FileSink(settings.output_jsonl_fpath.with_name(settings.output_jsonl_fpath.stem + "_servers.log"))
+    log = FileSink(servers_log(output))
     try:
         return _run(plan, settings, console, log, backend)
     finally:

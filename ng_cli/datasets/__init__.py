@@ -6,16 +6,25 @@ collates one split with the same code before it starts the stack.
 
 from __future__ import annotations
 
-from ng_cli.datasets.catalog import SPLITS, AgentDataset, datasets_for
-from ng_cli.datasets.prepare import MODES, SplitReport, prepare_data, prepare_splits, splits_of_mode
+from ng_cli.datasets.catalog import SPLITS, AgentDataset, dataset_inputs, datasets_for
+from ng_cli.datasets.prepare import (
+    MODES,
+    SplitReport,
+    prepare_data,
+    prepare_splits,
+    split_files,
+    splits_of_mode,
+)
 
 __all__ = [
     "MODES",
     "SPLITS",
     "AgentDataset",
     "SplitReport",
+    "dataset_inputs",
     "datasets_for",
     "prepare_data",
     "prepare_splits",
+    "split_files",
     "splits_of_mode",
 ]

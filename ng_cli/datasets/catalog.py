@@ -9,7 +9,7 @@ parent process (the launcher never does).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -21,8 +21,9 @@ from ng_cli.config.instances import ServerInstance
 from ng_cli.config.paths import implementation_dir, repo_root
 from ng_cli.config.schema import DatasetConfig, validate_block
 from ng_cli.errors import ConfigError
+from ng_cli.outputs import Input
 
-__all__ = ["AGENTS", "SPLITS", "AgentDataset", "datasets_for", "resolve_data_path"]
+__all__ = ["AGENTS", "SPLITS", "AgentDataset", "dataset_inputs", "datasets_for", "resolve_data_path"]
 
 AGENTS = "responses_api_agents"
 SPLITS = ("train", "validation", "example")
@@ -56,6 +57,36 @@ def datasets_for(config: ComposedConfig, splits: tuple[str, ...]) -> list[AgentD
     """Every agent's datasets whose type is in `splits`, in config order."""
     found: list[AgentDataset] = []
     row_models: dict[str, type[BaseModel] | None] = {}
+    for instance, dataset in _declared(config):
+        if dataset.type not in splits:
+            continue
+        resources = _resources_instance(config, instance)
+        if resources is not None and resources.name not in row_models:
+            row_models[resources.name] = _row_model(resources)
+        found.append(
+            AgentDataset(
+                agent=instance.name,
+                dataset=dataset,
+                path=resolve_data_path(dataset.jsonl_fpath),
+                row_model=row_models.get(resources.name) if resources is not None else None,
+            )
+        )
+    return found
+
+
+def dataset_inputs(config: ComposedConfig) -> list[Input]:
+    """Every dataset file the config declares, of any split: what no output may overwrite."""
+    return [
+        Input(
+            resolve_data_path(dataset.jsonl_fpath),
+            f"the dataset {instance.name}/{dataset.name} (jsonl_fpath: {dataset.jsonl_fpath})",
+        )
+        for instance, dataset in _declared(config)
+    ]
+
+
+def _declared(config: ComposedConfig) -> Iterator[tuple[ServerInstance, DatasetConfig]]:
+    """(agent, dataset) for every `datasets:` entry of every agent, validated, in config order."""
     for instance in config.instances.values():
         if instance.server_type != AGENTS:
             continue
@@ -63,20 +94,7 @@ def datasets_for(config: ComposedConfig, splits: tuple[str, ...]) -> list[AgentD
             _Datasets, instance, {"datasets": instance.block.get("datasets") or []}, sources=config.sources
         )
         for dataset in declared.datasets:
-            if dataset.type not in splits:
-                continue
-            resources = _resources_instance(config, instance)
-            if resources is not None and resources.name not in row_models:
-                row_models[resources.name] = _row_model(resources)
-            found.append(
-                AgentDataset(
-                    agent=instance.name,
-                    dataset=dataset,
-                    path=resolve_data_path(dataset.jsonl_fpath),
-                    row_model=row_models.get(resources.name) if resources is not None else None,
-                )
-            )
-    return found
+            yield instance, dataset
 
 
 def resolve_data_path(raw: str) -> Path:

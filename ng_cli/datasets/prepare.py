@@ -4,6 +4,10 @@
     any bad row anywhere: each is reported as `file:line: reason`, staging removed, exit 2
     no bad row: each staging file becomes `<split>.jsonl`, beside `<split>_metrics.json`
 
+Before any of it, `prepare_data` refuses (exit 2) an `+output_dirpath` where a split file would
+land on a dataset the config declares (`ng_cli.outputs`): the collated file is written from its
+sources, so writing it over one of them would lose that dataset's rows.
+
 One pass over each file, one row in memory at a time: a 1 GB dataset needs no more memory than
 a small one. Every row gets `agent_ref` naming its dataset's agent, so the collated file can be
 given to `ng_collect_rollouts` as is.
@@ -11,8 +15,7 @@ given to `ng_collect_rollouts` as is.
 
 from __future__ import annotations
 
-import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -21,10 +24,11 @@ import orjson
 
 from ng_cli.config.compose import ComposedConfig
 from ng_cli.config.paths import display_path
-from ng_cli.datasets.catalog import AgentDataset, datasets_for
+from ng_cli.datasets.catalog import AgentDataset, dataset_inputs, datasets_for
 from ng_cli.datasets.metrics import DatasetMetrics
 from ng_cli.datasets.rows import check_row, with_agent_ref
 from ng_cli.errors import ConfigError, DataError
+from ng_cli.outputs import StagedFile, check_outputs, write_atomically, write_bytes_atomically, writes
 
 __all__ = [
     "MODES",
@@ -33,6 +37,7 @@ __all__ = [
     "metrics_path",
     "prepare_data",
     "prepare_splits",
+    "split_files",
     "splits_of_mode",
 ]
 
@@ -80,10 +85,11 @@ def prepare_data(config: ComposedConfig, *, on_problem: ProblemSink) -> list[Spl
             f"no agent in the config declares a dataset of type {' or '.join(splits)}",
             hint="add a datasets: entry to an agent (name, type, jsonl_fpath), or pass the config that has one",
         )
-    plan = {split: [d for d in found if d.dataset.type == split] for split in splits}
-    return prepare_splits(
-        {split: d for split, d in plan.items() if d}, Path(output_dir).expanduser(), on_problem=on_problem
-    )
+    by_split = {split: [d for d in found if d.dataset.type == split] for split in splits}
+    plan = {split: datasets for split, datasets in by_split.items() if datasets}
+    folder = Path(output_dir).expanduser()
+    check_outputs(writes("output_dirpath", folder, *split_files(folder, plan)), dataset_inputs(config))
+    return prepare_splits(plan, folder, on_problem=on_problem)
 
 
 def metrics_path(output: Path) -> Path:
@@ -91,44 +97,52 @@ def metrics_path(output: Path) -> Path:
     return output.with_name(output.stem + "_metrics.json")
 
 
+def split_files(output_dir: Path, splits: Iterable[str]) -> list[Path]:
+    """Every file `prepare_splits` writes: `<split>.jsonl` and `<split>_metrics.json` per split."""
+    files: list[Path] = []
+    for split in splits:
+        output = output_dir / f"{split}.jsonl"
+        files += [output, metrics_path(output)]
+    return files
+
+
 def prepare_splits(
     plan: dict[str, list[AgentDataset]], output_dir: Path, *, on_problem: ProblemSink
 ) -> list[SplitReport]:
     """Collate each split into `output_dir/<split>.jsonl` (and its metrics file), or, when any row
-    of any split is bad, raise DataError and write none of them."""
-    output_dir.mkdir(parents=True, exist_ok=True)
-    staged: list[tuple[str, Path, Path, list[tuple[AgentDataset, DatasetMetrics]]]] = []
+    of any split is bad, raise DataError and write none of them.
+
+    The caller first checks `split_files(output_dir, plan)` against the datasets it reads
+    (`ng_cli.outputs.check_outputs`), so that no split is written over a dataset."""
+    outputs = [output_dir / f"{split}.jsonl" for split in plan]
+    measured: list[list[tuple[AgentDataset, DatasetMetrics]]] = []
     bad = 0
-    try:
-        for split, datasets in plan.items():
-            output = output_dir / f"{split}.jsonl"
-            staging = output.with_name(f".{output.name}.partial")
-            staged.append((split, output, staging, []))
-            with staging.open("wb") as out:
-                for dataset in datasets:
-                    metrics, problems = _collate_one(dataset, out, on_problem, writing=bad == 0)
-                    staged[-1][3].append((dataset, metrics))
-                    bad += problems
+    with write_atomically(*outputs) as staged:
+        for datasets, out in zip(plan.values(), staged, strict=True):
+            measured.append([])
+            for dataset in datasets:
+                metrics, problems = _collate_one(dataset, out, on_problem, writing=bad == 0)
+                measured[-1].append((dataset, metrics))
+                bad += problems
         if bad:
-            names = ", ".join(display_path(output) for _, output, _, _ in staged)
+            names = ", ".join(display_path(output) for output in outputs)
             raise DataError(
                 f"{bad} problem{'s' if bad != 1 else ''} (listed above); nothing was written ({names})",
                 hint="fix every listed row, then run the same command again",
             )
         reports = []
-        for split, output, staging, measured in staged:
-            report = _metrics(split, measured)
-            _write_json(metrics_path(output), report)
-            os.replace(staging, output)
+        for split, output, split_measured in zip(plan, outputs, measured, strict=True):
+            report = _metrics(split, split_measured)
+            write_bytes_atomically(
+                metrics_path(output),
+                orjson.dumps(report, option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE),
+            )
             reports.append(SplitReport(split, output, metrics_path(output), report))
-        return reports
-    finally:
-        for _, _, staging, _ in staged:
-            staging.unlink(missing_ok=True)
+    return reports
 
 
 def _collate_one(
-    dataset: AgentDataset, out: Any, on_problem: ProblemSink, *, writing: bool
+    dataset: AgentDataset, out: StagedFile, on_problem: ProblemSink, *, writing: bool
 ) -> tuple[DatasetMetrics, int]:
     """Append one dataset's valid rows to `out`; returns its metrics and how many rows were bad.
 
@@ -177,9 +191,3 @@ def _metrics(split: str, measured: list[tuple[AgentDataset, DatasetMetrics]]) ->
         ],
         "total": DatasetMetrics.merged(metrics for _, metrics in measured).summary(),
     }
-
-
-def _write_json(path: Path, payload: dict[str, Any]) -> None:
-    staging = path.with_name(f".{path.name}.partial")
-    staging.write_bytes(orjson.dumps(payload, option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE))
-    os.replace(staging, path)

@@ -48,6 +48,7 @@ from ng_cli.launcher.process import (
     spawn_child,
     tail_text,
 )
+from ng_cli.outputs import write_bytes_atomically
 from ng_cli.servers.spec import write_spec
 from ng_cli.upstream.admin_routes import ADMIN_ROUTES
 
@@ -233,10 +234,7 @@ class Stack:
                 "run_id": self.plan.placement.run_id,
                 "placement_groups": [group.name for group in self.plan.placement.groups],
             }
-        path.parent.mkdir(parents=True, exist_ok=True)
-        temporary = path.with_name(f".{path.name}.tmp")
-        temporary.write_text(json.dumps(payload, indent=2))
-        temporary.replace(path)
+        write_bytes_atomically(path, json.dumps(payload, indent=2).encode())
 
     def _bind(self) -> None:
         for process in self.plan.processes:

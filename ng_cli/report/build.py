@@ -11,7 +11,6 @@ name and renamed into place, so a failed run never leaves half a report.
 from __future__ import annotations
 
 import base64
-import os
 import shutil
 import tempfile
 import zlib
@@ -21,7 +20,7 @@ from typing import IO, Any
 
 import orjson
 
-from ng_cli.errors import DataError, NgError
+from ng_cli.outputs import check_outputs, reads, write_atomically, writes
 from ng_cli.report.conversation import compact
 from ng_cli.report.figures import RunInfo, compute_figures, task_columns
 from ng_cli.report.page import page_end, page_start
@@ -64,16 +63,18 @@ class ReportResult:
 
 def report_path_for(rollouts: Path) -> Path:
     """`runs/out.jsonl` -> `runs/out_report.html`, beside the run's other files."""
-    stem = rollouts.with_suffix("") if rollouts.suffix == ".jsonl" else rollouts
-    return stem.with_name(stem.name + "_report.html")
+    return OutputPaths.for_output(rollouts).report
 
 
 def write_report(
     rollouts: Path, output: Path | None = None, *, pass_threshold: float | None = None
 ) -> ReportResult:
-    """Read `rollouts` (and its `_failures.jsonl` / `_metrics.json` when present), write the report."""
+    """Read `rollouts` (and its `_failures.jsonl` / `_metrics.json` when present), write the report.
+
+    An `output` that is one of those files, or that cannot be written, is a ConfigError first."""
     output = output or report_path_for(rollouts)
     paths = OutputPaths.for_output(rollouts)
+    check_outputs(writes("output_html_fpath", output), reads("input_jsonl_fpath", rollouts, *paths.all[1:]))
     problems = Problems(rollouts)
     notes: list[str] = []
     info = _run_info(paths.metrics, notes)
@@ -176,30 +177,13 @@ def _data(tally: Tally, k: int, threshold: float | None) -> dict[str, Any]:
 
 def _write_page(output: Path, start: str, data: dict[str, Any], chunks: IO[bytes]) -> int:
     """Write the page beside `output`, then rename it into place; returns its size in bytes."""
-    try:
-        output.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp_name = tempfile.mkstemp(prefix=f".{output.name}.", suffix=".tmp", dir=output.parent)
-    except OSError as exc:
-        raise DataError(f"{output}: cannot write the report there ({exc.strerror or exc})") from None
-    tmp = Path(tmp_name)
-    try:
-        with os.fdopen(fd, "wb") as file:
-            file.write(start.encode())
-            file.write(b'<script id="ng-data" type="application/json">')
-            file.write(orjson.dumps(data).replace(b"</", b"<\\/"))
-            file.write(b'</script><script id="ng-chunks" type="application/json">[')
-            chunks.seek(0)
-            shutil.copyfileobj(chunks, file)
-            file.write(b"]</script>")
-            file.write(page_end().encode())
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, output)
-    except OSError as exc:
-        tmp.unlink(missing_ok=True)
-        raise NgError(
-            f"{output}: writing the report failed ({exc.strerror or exc}); nothing was written"
-        ) from None
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+    with write_atomically(output) as (file,):
+        file.write(start.encode())
+        file.write(b'<script id="ng-data" type="application/json">')
+        file.write(orjson.dumps(data).replace(b"</", b"<\\/"))
+        file.write(b'</script><script id="ng-chunks" type="application/json">[')
+        chunks.seek(0)
+        shutil.copyfileobj(chunks, file)
+        file.write(b"]</script>")
+        file.write(page_end().encode())
     return output.stat().st_size

@@ -37,6 +37,7 @@ from ng_cli.errors import (
     UpstreamTimeoutError,
     UpstreamUnavailableError,
 )
+from ng_cli.outputs import write_atomically
 from ng_cli.rollouts.results import cannot_write
 from ng_cli.servers.http import error_envelope
 
@@ -186,14 +187,10 @@ class FailureLog:
     def rewrite_from(self, start_offset: int) -> None:
         """Keep only the bytes from `start_offset` on (this run's failures); atomic replace."""
         self.close()
-        tmp = self.path.with_name(self.path.name + ".tmp")
-        with self.path.open("rb") as source, tmp.open("wb") as target:
+        with self.path.open("rb") as source, write_atomically(self.path) as (target,):
             source.seek(start_offset)
             while chunk := source.read(1 << 20):
                 target.write(chunk)
-            target.flush()
-            os.fsync(target.fileno())
-        os.replace(tmp, self.path)
 
 
 def read_failures(path: Path) -> Iterator[dict[str, Any]]:

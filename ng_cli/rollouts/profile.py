@@ -18,7 +18,6 @@ from __future__ import annotations
 import difflib
 import hashlib
 import math
-import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,6 +28,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
 from ng_cli.config.compose import ComposedConfig
 from ng_cli.errors import ConfigError, DataError
+from ng_cli.outputs import check_outputs, reads, write_atomically, writes
 from ng_cli.rollouts.failures import read_failures
 from ng_cli.rollouts.metrics import passes
 from ng_cli.rollouts.results import ROLLOUT_KEY, TASK_KEY, read_results
@@ -144,20 +144,31 @@ def profile_config_from(config: ComposedConfig) -> ProfileConfig:
 
 
 def profile_rewards(config: ProfileConfig) -> ProfileResult:
-    """Read the rollouts, check them against the tasks, write the profile (and the kept rows)."""
+    """Read the rollouts, check them against the tasks, write the profile (and the kept rows).
+
+    An output that is one of the files read, or cannot be written, is a ConfigError first."""
     paths = OutputPaths.for_output(config.rollouts_jsonl_fpath)
+    profile = config.output_jsonl_fpath
+    kept_path = _kept_path(profile) if config.keep_pass_rate else None
+    check_outputs(
+        writes("output_jsonl_fpath", profile, profile, *filter(None, [kept_path])),
+        reads("input_jsonl_fpath", config.input_jsonl_fpath)
+        + reads("rollouts_jsonl_fpath", paths.output, *paths.all[1:]),
+    )
     if not paths.output.is_file():
         raise DataError(
             f"rollouts file not found: {paths.output}", hint="+rollouts_jsonl_fpath=<the collector's output>"
         )
     num_tasks = _check_tasks(config, paths)
     stats = _read_stats(config, paths, num_tasks)
-    profile = config.output_jsonl_fpath
-    kept_path = profile.with_suffix("").with_name(profile.with_suffix("").name + ".kept.jsonl")
-    counts = _write_outputs(config, stats, profile, kept_path if config.keep_pass_rate else None)
-    return ProfileResult(
-        profile=profile, kept_path=kept_path if config.keep_pass_rate else None, tasks=num_tasks, **counts
-    )
+    counts = _write_outputs(config, stats, profile, kept_path)
+    return ProfileResult(profile=profile, kept_path=kept_path, tasks=num_tasks, **counts)
+
+
+def _kept_path(profile: Path) -> Path:
+    """`profile.jsonl` -> `profile.kept.jsonl`."""
+    stem = profile.with_suffix("")
+    return stem.with_name(stem.name + ".kept.jsonl")
 
 
 def _tasks(path: Path) -> Iterator[tuple[int, int, bytes]]:
@@ -238,42 +249,27 @@ def _write_outputs(
     counts = dict.fromkeys(
         ("profiled", "all_pass", "all_fail", "kept", "dropped_low", "dropped_high", "no_rollouts"), 0
     )
-    profile.parent.mkdir(parents=True, exist_ok=True)
-    staged = [_staging(profile)] + ([_staging(kept_path)] if kept_path else [])
-    try:
-        with (
-            staged[0].open("wb") as out,
-            staged[1].open("wb") if kept_path else open(os.devnull, "wb") as kept,
-        ):
-            for index, line_no, raw in _tasks(config.input_jsonl_fpath):
-                task = stats.get(index, TaskStats())
-                rate = task.pass_rate
-                line = {TASK_KEY: index, "input_line": line_no, **task.summary()}
-                out.write(orjson.dumps(line, option=orjson.OPT_APPEND_NEWLINE))
-                if rate is None:
-                    counts["no_rollouts"] += 1
-                    continue
-                counts["profiled"] += 1
-                counts["all_pass"] += rate == 1.0
-                counts["all_fail"] += rate == 0.0
-                if config.keep_pass_rate is None:
-                    continue
-                low, high = config.keep_pass_rate
-                if rate < low:
-                    counts["dropped_low"] += 1
-                elif rate > high:
-                    counts["dropped_high"] += 1
-                else:
-                    counts["kept"] += 1
-                    kept.write(raw if raw.endswith(b"\n") else raw + b"\n")
-        os.replace(staged[0], profile)
-        if kept_path:
-            os.replace(staged[1], kept_path)
-    finally:
-        for path in staged:
-            path.unlink(missing_ok=True)
+    with write_atomically(profile, *filter(None, [kept_path])) as staged:
+        out, kept = staged[0], staged[1] if kept_path else None
+        for index, line_no, raw in _tasks(config.input_jsonl_fpath):
+            task = stats.get(index, TaskStats())
+            rate = task.pass_rate
+            line = {TASK_KEY: index, "input_line": line_no, **task.summary()}
+            out.write(orjson.dumps(line, option=orjson.OPT_APPEND_NEWLINE))
+            if rate is None:
+                counts["no_rollouts"] += 1
+                continue
+            counts["profiled"] += 1
+            counts["all_pass"] += rate == 1.0
+            counts["all_fail"] += rate == 0.0
+            if config.keep_pass_rate is None or kept is None:
+                continue
+            low, high = config.keep_pass_rate
+            if rate < low:
+                counts["dropped_low"] += 1
+            elif rate > high:
+                counts["dropped_high"] += 1
+            else:
+                counts["kept"] += 1
+                kept.write(raw if raw.endswith(b"\n") else raw + b"\n")
     return counts
-
-
-def _staging(path: Path) -> Path:
-    return path.with_name(f".{path.name}.partial")

@@ -14,7 +14,6 @@ different fingerprint is a ConfigError that offers `+overwrite=true`.
 
 from __future__ import annotations
 
-import os
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
@@ -22,6 +21,7 @@ from typing import Any
 import orjson
 
 from ng_cli.errors import ConfigError
+from ng_cli.outputs import check_outputs, reads, write_bytes_atomically, writes
 from ng_cli.rollouts.config import CollectConfig
 from ng_cli.rollouts.inputs import InputSummary
 
@@ -55,6 +55,12 @@ class OutputPaths:
             fingerprint=stem.with_name(stem.name + "_fingerprint.json"),
             metrics=stem.with_name(stem.name + "_metrics.json"),
         )
+
+    @property
+    def report(self) -> Path:
+        """`<stem>_report.html`: where `+report=true` (and ng_report by default) writes the report."""
+        stem = self.output.with_suffix("") if self.output.suffix == ".jsonl" else self.output
+        return stem.with_name(stem.name + "_report.html")
 
     @property
     def all(self) -> tuple[Path, ...]:
@@ -147,44 +153,25 @@ def check_resumable(paths: OutputPaths, fingerprint: Fingerprint, *, input_path:
     return True
 
 
-def refuse_writing_input(paths: OutputPaths, input_path: Path) -> None:
-    """ConfigError when a file this run writes is the input, or a run file beside it.
+def refuse_writing_input(paths: OutputPaths, input_path: Path, *, report: bool = False) -> None:
+    """The collector's case of the output guard (`ng_cli.outputs.check_outputs`).
 
     Checked before anything is opened for writing, overwrite or not: `+overwrite=true` with the
-    output equal to the input would truncate the input. Same file means the same path after
-    resolving symlinks, or the same inode (a hard link); the `_failures`/`_metrics`/
-    `_fingerprint` siblings of either side count too.
+    output equal to the input would truncate the input. Every file of the run counts (and
+    `_report.html` with `report`), and so do the `_failures`/`_metrics`/`_fingerprint` siblings
+    of the input; so does an output that cannot be written (a directory, a device, no folder).
     """
-    guarded = OutputPaths.for_output(input_path).all
-    for written in paths.all:
-        for protected in guarded:
-            if _same_file(written, protected):
-                what = (
-                    "the input"
-                    if protected == input_path
-                    else f"{protected.name}, a run file beside the input"
-                )
-                raise ConfigError(
-                    f"output_jsonl_fpath: {paths.output} would write {written} over {what} "
-                    f"(input_jsonl_fpath: {input_path}); nothing was written",
-                    hint="choose an output path that is not the input, e.g. +output_jsonl_fpath=rollouts.jsonl",
-                )
-
-
-def _same_file(a: Path, b: Path) -> bool:
-    try:
-        if a.exists() and b.exists():
-            return os.path.samefile(a, b)
-        return a.resolve() == b.resolve()
-    except OSError:
-        return False
+    written = (*paths.all, paths.report) if report else paths.all
+    input_files = OutputPaths.for_output(input_path).all
+    check_outputs(
+        writes("output_jsonl_fpath", paths.output, *written),
+        reads("input_jsonl_fpath", input_path, *input_files[1:]),
+    )
 
 
 def write_fingerprint(paths: OutputPaths, fingerprint: Fingerprint) -> None:
     """Write atomically (temp file + rename), so a crash leaves the old one or the new one."""
-    tmp = paths.fingerprint.with_name(paths.fingerprint.name + ".tmp")
-    tmp.write_bytes(fingerprint.to_json())
-    os.replace(tmp, paths.fingerprint)
+    write_bytes_atomically(paths.fingerprint, fingerprint.to_json())
 
 
 def _non_empty(path: Path) -> bool:

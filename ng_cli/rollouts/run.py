@@ -7,8 +7,6 @@ rewrites the failures file to what still fails and writes `<output stem>_metrics
 
 from __future__ import annotations
 
-import errno
-import os
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -16,6 +14,7 @@ import orjson
 
 from ng_cli.config.secrets import Redactor
 from ng_cli.errors import ConfigError, DataError
+from ng_cli.outputs import write_bytes_atomically
 from ng_cli.rollouts.config import CollectConfig
 from ng_cli.rollouts.failures import FailureLog, read_failures
 from ng_cli.rollouts.inputs import InputSummary
@@ -76,14 +75,8 @@ def open_run(config: CollectConfig, summary: InputSummary, *, redactor: Redactor
     An output that is the input (or a run file beside it) is refused before anything is opened
     for writing; an output the process cannot write is a ConfigError naming the path and why.
     """
-    output = config.output_jsonl_fpath
-    if output.is_dir() or not output.name:
-        raise ConfigError(
-            f"output_jsonl_fpath: cannot write {output}: it is a directory; give a file path",
-            hint=f"e.g. +output_jsonl_fpath={output / 'rollouts.jsonl'}",
-        )
-    paths = OutputPaths.for_output(output)
-    refuse_writing_input(paths, summary.path)
+    paths = OutputPaths.for_output(config.output_jsonl_fpath)
+    refuse_writing_input(paths, summary.path, report=config.report)
     try:
         return _open_run(config, summary, paths, redactor or Redactor(()))
     except OSError as exc:
@@ -91,7 +84,9 @@ def open_run(config: CollectConfig, summary: InputSummary, *, redactor: Redactor
 
 
 def unwritable_output(paths: OutputPaths, exc: OSError) -> ConfigError:
-    """The path that could not be created or opened, and the system's reason, as exit 2."""
+    """The path that could not be created or opened, and the system's reason, as exit 2.
+
+    The output guard catches these before the run; this is for what changes in between."""
     where = exc.filename or paths.output
     reason = exc.strerror or type(exc).__name__
     if isinstance(exc, IsADirectoryError):
@@ -108,9 +103,6 @@ def unwritable_output(paths: OutputPaths, exc: OSError) -> ConfigError:
 def _open_run(
     config: CollectConfig, summary: InputSummary, paths: OutputPaths, redactor: Redactor
 ) -> RunFiles:
-    for path in paths.all:
-        if path.is_dir():
-            raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(path))
     paths.output.parent.mkdir(parents=True, exist_ok=True)
     fingerprint = Fingerprint.of(config, summary)
     writer = ResultWriter(paths.output)
@@ -174,9 +166,7 @@ def close_run(config: CollectConfig, files: RunFiles, stats: RunStats) -> Collec
     if files.failures.path.stat().st_size == 0:
         files.failures.path.unlink()
     metrics = build_metrics(config, files, stats)
-    tmp = files.paths.metrics.with_name(files.paths.metrics.name + ".tmp")
-    tmp.write_bytes(orjson.dumps(metrics, option=orjson.OPT_INDENT_2))
-    os.replace(tmp, files.paths.metrics)
+    write_bytes_atomically(files.paths.metrics, orjson.dumps(metrics, option=orjson.OPT_INDENT_2))
     scoreboard = files.scoreboard
     return CollectResult(
         paths=files.paths,

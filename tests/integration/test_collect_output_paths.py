@@ -119,3 +119,20 @@ def test_an_unwritable_output_names_the_path_and_why_with_exit_2(
     assert "Traceback" not in result.stderr + result.stdout
     assert len(result.stderr.splitlines()) <= 3
     assert list((tmp_path / "results").iterdir()) == []
+
+
+def test_a_report_that_would_land_on_the_input_is_refused(tmp_path: Path) -> None:
+    """`+report=true` writes `out_report.html`: here that is the input (in.jsonl links to it)."""
+    (tmp_path / "out_report.html").write_bytes(ROWS)
+    (tmp_path / "in.jsonl").symlink_to(tmp_path / "out_report.html")
+
+    result = collect(tmp_path, "out.jsonl", "+report=true", "+overwrite=true")
+
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert (
+        "output_jsonl_fpath: out.jsonl would write out_report.html, which is the same file as"
+        in result.stderr
+    )
+    assert "nothing was written" in result.stderr
+    assert (tmp_path / "out_report.html").read_bytes() == ROWS
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["env.yaml", "in.jsonl", "out_report.html"]

@@ -11,7 +11,7 @@ from typing import Any
 import orjson
 import pytest
 
-from ng_cli.errors import DataError, NgError
+from ng_cli.errors import ConfigError, DataError
 from ng_cli.report import report_path_for, write_report
 from ng_cli.report.build import CHUNK_ROLLOUTS
 from tests.fixtures.rollouts.rollout_rows import rollout_row, write_jsonl
@@ -126,14 +126,26 @@ def test_a_missing_input_writes_nothing(tmp_path: Path) -> None:
     assert list(tmp_path.iterdir()) == []
 
 
-def test_an_unwritable_destination_leaves_no_partial_file(tmp_path: Path) -> None:
+def test_an_unwritable_destination_is_refused_before_anything_is_read_or_written(tmp_path: Path) -> None:
     source = write_jsonl(tmp_path / "out.jsonl", [rollout_row(0, 0, 1.0)])
     (tmp_path / "taken").write_text("a file, not a folder")
-    with pytest.raises(DataError, match="cannot write the report there"):
+    with pytest.raises(ConfigError, match=r"taken\) is a file, not a directory; nothing was written"):
         write_report(source, tmp_path / "taken" / "report.html")
     target = tmp_path / "report.html"
-    target.mkdir()  # a directory where the file should go: the rename fails
-    with pytest.raises(NgError, match="writing the report failed"):
+    target.mkdir()  # a directory where the file should go
+    with pytest.raises(ConfigError, match=r"report\.html: it is a directory; nothing was written"):
         write_report(source, target)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out.jsonl", "report.html", "taken"]
     assert list(target.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    "name", ["out.jsonl", "out_failures.jsonl", "out_metrics.json", "out_fingerprint.json"]
+)
+def test_the_report_is_never_written_over_a_file_of_the_run(tmp_path: Path, name: str) -> None:
+    source = write_jsonl(tmp_path / "out.jsonl", [rollout_row(0, 0, 1.0)])
+    (tmp_path / "out_metrics.json").write_bytes(b'{"num_repeats": 1}')
+    before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+    with pytest.raises(ConfigError, match=f"output_html_fpath: .*{name} is the same file as"):
+        write_report(source, tmp_path / name)
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before
