@@ -15,6 +15,9 @@ before anything untrusted runs and must not give the program a way into our code
             chroot; setrlimit; setgroups/setgid/setuid to an unprivileged uid;
             no_new_privs; parent-death signal SIGKILL; close the status fd; exec
 
+Its very first step closes every descriptor it inherited but stdin, stdout, stderr and the
+status fd: the server's own (its listening socket above all) must never reach the program.
+
 The network namespace has only a loopback interface that is down: no connection leaves it,
 not even to 127.0.0.1 of the host. Nothing of the host file system but the read-only binds
 exists inside (no /proc, /sys, host /tmp, /work, no file of /root). The interpreter's install
@@ -176,6 +179,28 @@ def drop_privileges(uid: int) -> None:
     _check(_libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "prctl(PR_SET_NO_NEW_PRIVS)")
 
 
+def close_inherited_fds(status_fd: int) -> None:
+    """Close every descriptor but stdin, stdout, stderr and the status pipe.
+
+    The server may hold inheritable descriptors (its listening socket, inherited from ng_run), and
+    under uvloop `create_subprocess_exec` ignores `close_fds`: a program holding that socket
+    accepted the host's own /verify calls and answered them (issue 24). RLIMIT_NOFILE, set
+    later, does not close descriptors above it, so everything goes up to the highest one open.
+    """
+    if status_fd < 3:
+        raise SystemExit(f"bootstrap: the status fd must be 3 or above, got {status_fd}")
+    os.closerange(3, status_fd)
+    os.closerange(status_fd + 1, _fd_ceiling())  # close_range(2): one call, whatever the count
+
+
+def _fd_ceiling() -> int:
+    """One past the highest open descriptor; without /proc, past any descriptor Linux allows."""
+    try:
+        return max(int(name) for name in os.listdir("/proc/self/fd")) + 1
+    except (OSError, ValueError):
+        return 2**31 - 1
+
+
 def _report(status_fd: int, payload: dict[str, Any]) -> None:
     os.write(status_fd, (json.dumps(payload) + "\n").encode())
 
@@ -278,6 +303,7 @@ def _start(plan: dict[str, Any], code: bytes, status_fd: int, child: _Child) -> 
 
 def main() -> None:
     plan_path, status_fd = sys.argv[1], int(sys.argv[2])
+    close_inherited_fds(status_fd)  # first: nothing of the server's may reach the program
     with open(plan_path) as handle:
         plan = json.load(handle)
     with open(plan["code_path"], "rb") as handle:

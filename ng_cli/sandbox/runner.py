@@ -10,6 +10,8 @@ the interpreter only; rlimits; an unprivileged uid; no_new_privs. Here, on the s
   with its init);
 * the output cap: stdout plus stderr beyond `max_output_bytes` kills the run;
 * the environment: the child gets a fixed minimal one, never the server's (no secrets);
+* descriptors: uvloop's `create_subprocess_exec` ignores `close_fds`, so the bootstrap inherits
+  whatever the server holds that is inheritable; closing it all is the bootstrap's first step;
 * fail closed: if the bootstrap reports that isolation failed, the run raises
   `SandboxUnavailableError` instead of running the program unprotected.
 """
