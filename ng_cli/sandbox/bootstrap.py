@@ -13,7 +13,8 @@ before anything untrusted runs and must not give the program a way into our code
             cover the interpreter's site-packages with an empty read-only tmpfs (unless
             site_packages is on); a few /dev nodes; a writable /sandbox with the program, empty /tmp
             chroot; setrlimit; setgroups/setgid/setuid to an unprivileged uid;
-            no_new_privs; parent-death signal SIGKILL; close the status fd; exec
+            no_new_privs; parent-death signal SIGKILL; close the status fd;
+            default signal dispositions, empty signal mask; exec
 
 Its very first step closes every descriptor it inherited but stdin, stdout, stderr and the
 status fd: the server's own (its listening socket above all) must never reach the program.
@@ -201,6 +202,17 @@ def _fd_ceiling() -> int:
         return 2**31 - 1
 
 
+def reset_signals() -> None:
+    """Default dispositions and an empty mask, for the program: an ignored signal and the mask
+    survive exec (a server under nohup would hand its programs an ignored SIGHUP; a blocked
+    signal would be blocked in the program too). SIGKILL and SIGSTOP cannot be changed."""
+    for signum in signal.valid_signals():
+        if signum not in (signal.SIGKILL, signal.SIGSTOP):
+            with contextlib.suppress(OSError, ValueError):  # glibc reserves two real-time signals
+                signal.signal(signum, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_SETMASK, [])
+
+
 def _report(status_fd: int, payload: dict[str, Any]) -> None:
     os.write(status_fd, (json.dumps(payload) + "\n").encode())
 
@@ -290,9 +302,7 @@ def _start(plan: dict[str, Any], code: bytes, status_fd: int, child: _Child) -> 
     signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
     pid = os.fork()
     if pid == 0:
-        for signum in STOP_SIGNALS:
-            signal.signal(signum, signal.SIG_DFL)
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
+        reset_signals()  # our handlers first: they must not run in the child
         if not plan["isolate"]:
             os.setpgid(0, 0)  # a group of its own, for the cleanup in main()
         run_isolated_child(plan, code, status_fd)

@@ -1,9 +1,10 @@
-"""A sandboxed program inherits no descriptor of the server.
+"""A sandboxed program inherits nothing of the server: no descriptor, no signal disposition or mask.
 
-The test plants what a server may hold (an inheritable listening socket, as ng_run hands its
-children), shows with a control run outside the sandbox that a child would inherit it, then runs
-the same probe in the sandbox under both event loops: the standard one and uvloop, which uvicorn uses in production and
-whose `create_subprocess_exec` ignores `close_fds` (issue 24).
+Each test plants what a server may hold (an inheritable listening socket, as ng_run hands its
+children; an ignored or blocked signal, as under nohup), shows with a control run outside the
+sandbox that a child would inherit it, then runs the same probe in the sandbox under both event
+loops: the standard one, and uvloop, which uvicorn uses in production and whose
+`create_subprocess_exec` ignores `close_fds` (issue 24).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import json
 import os
 import resource
 import secrets
+import signal
 import socket
 import subprocess
 import sys
@@ -103,3 +105,42 @@ def test_the_program_holds_no_descriptor_of_the_server(loop: str, planted_fds: l
     result = run_sandboxed(loop, PROBE_FDS)
     assert result.outcome == "ok", result.stderr
     assert json.loads(result.stdout) == []
+
+
+PROBE_SIGNALS = """
+import json, signal
+ignored = [s for s in signal.valid_signals() if signal.getsignal(s) == signal.SIG_IGN]
+blocked = signal.pthread_sigmask(signal.SIG_BLOCK, [])
+print(json.dumps({"ignored": sorted(map(int, ignored)), "blocked": sorted(map(int, blocked))}))
+"""
+PYTHON_IGNORES = [int(signal.SIGPIPE), int(signal.SIGXFSZ)]
+"""Every Python program ignores these itself, at start-up."""
+
+
+@pytest.fixture
+def odd_signal_state() -> Iterator[tuple[set[int], set[int]]]:
+    """An ignored SIGHUP (nohup), SIGUSR1 and real-time signal, and a blocked SIGUSR2, in this thread
+    (the event loop's, which spawns the bootstrap)."""
+    ignored = {int(signal.SIGHUP), int(signal.SIGUSR1), signal.SIGRTMIN + 3}
+    previous = {signum: signal.signal(signum, signal.SIG_IGN) for signum in ignored}
+    old_mask = signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGUSR2])
+    try:
+        yield ignored, {int(signal.SIGUSR2)}
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+
+@pytest.mark.parametrize("loop", sorted(LOOPS))
+def test_the_program_starts_with_default_signal_dispositions_and_mask(
+    loop: str, odd_signal_state: tuple[set[int], set[int]]
+) -> None:
+    ignored, blocked = odd_signal_state
+    control = json.loads(run_unsandboxed(PROBE_SIGNALS))
+    assert ignored <= set(control["ignored"])
+    assert blocked <= set(control["blocked"])
+
+    result = run_sandboxed(loop, PROBE_SIGNALS)
+    assert result.outcome == "ok", result.stderr
+    assert json.loads(result.stdout) == {"ignored": PYTHON_IGNORES, "blocked": []}
