@@ -9,6 +9,7 @@ before anything untrusted runs and must not give the program a way into our code
 
     bootstrap (root, host pid namespace; new net/mount/ipc/uts/pid namespaces)
       └── fork: pid 1 of the new pid namespace
+            join the run's cgroup (memory.max, pids.max: the whole tree's budget);
             mount a tmpfs as the new root; bind read-only: the interpreter, /usr, /lib...;
             cover the interpreter's site-packages with an empty read-only tmpfs (unless
             site_packages is on); a few /dev nodes; a writable /sandbox with the program, empty /tmp
@@ -213,6 +214,14 @@ def reset_signals() -> None:
     signal.pthread_sigmask(signal.SIG_SETMASK, [])
 
 
+def join_cgroups(procs_files: list[str]) -> None:
+    """Move this process (pid "0": the writer) into the run's cgroup, one file per hierarchy; its
+    descendants are born there, so memory and pids limits bound the whole run."""
+    for path in procs_files:
+        with open(path, "w") as handle:
+            handle.write("0")
+
+
 def _report(status_fd: int, payload: dict[str, Any]) -> None:
     os.write(status_fd, (json.dumps(payload) + "\n").encode())
 
@@ -220,6 +229,7 @@ def _report(status_fd: int, payload: dict[str, Any]) -> None:
 def run_isolated_child(plan: dict[str, Any], code: bytes, status_fd: int) -> None:
     """In the forked child: build the jail, then exec the program (never returns)."""
     try:
+        join_cgroups(plan["cgroup_procs"])  # first: whatever the run holds from here on counts
         if plan["isolate"]:
             build_root(plan, code)
             program = PROGRAM
@@ -356,6 +366,7 @@ def _remove_run_files(plan: dict[str, Any], isolated: bool) -> None:
         (os.unlink, plan["plan_path"]),
         (os.rmdir, plan["root_dir"]),
         (os.rmdir, plan["workdir"]),
+        *((os.rmdir, directory) for directory in plan["cgroup_dirs"]),
     ):
         with contextlib.suppress(OSError):
             remove(path)
