@@ -9,11 +9,16 @@ before anything untrusted runs and must not give the program a way into our code
 
     bootstrap (root, host pid namespace; new net/mount/ipc/uts/pid namespaces)
       └── fork: pid 1 of the new pid namespace
+            join the run's cgroup (memory.max, pids.max: the whole tree's budget);
             mount a tmpfs as the new root; bind read-only: the interpreter, /usr, /lib...;
             cover the interpreter's site-packages with an empty read-only tmpfs (unless
             site_packages is on); a few /dev nodes; a writable /sandbox with the program, empty /tmp
             chroot; setrlimit; setgroups/setgid/setuid to an unprivileged uid;
-            no_new_privs; parent-death signal SIGKILL; close the status fd; exec
+            no_new_privs; parent-death signal SIGKILL; close the status fd;
+            default signal dispositions, empty signal mask; exec
+
+Its very first step closes every descriptor it inherited but stdin, stdout, stderr and the
+status fd: the server's own (its listening socket above all) must never reach the program.
 
 The network namespace has only a loopback interface that is down: no connection leaves it,
 not even to 127.0.0.1 of the host. Nothing of the host file system but the read-only binds
@@ -176,6 +181,47 @@ def drop_privileges(uid: int) -> None:
     _check(_libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "prctl(PR_SET_NO_NEW_PRIVS)")
 
 
+def close_inherited_fds(status_fd: int) -> None:
+    """Close every descriptor but stdin, stdout, stderr and the status pipe.
+
+    The server may hold inheritable descriptors (its listening socket, inherited from ng_run), and
+    under uvloop `create_subprocess_exec` ignores `close_fds`: a program holding that socket
+    accepted the host's own /verify calls and answered them (issue 24). RLIMIT_NOFILE, set
+    later, does not close descriptors above it, so everything goes up to the highest one open.
+    """
+    if status_fd < 3:
+        raise SystemExit(f"bootstrap: the status fd must be 3 or above, got {status_fd}")
+    os.closerange(3, status_fd)
+    os.closerange(status_fd + 1, _fd_ceiling())  # close_range(2): one call, whatever the count
+
+
+def _fd_ceiling() -> int:
+    """One past the highest open descriptor; without /proc, past any descriptor Linux allows."""
+    try:
+        return max(int(name) for name in os.listdir("/proc/self/fd")) + 1
+    except (OSError, ValueError):
+        return 2**31 - 1
+
+
+def reset_signals() -> None:
+    """Default dispositions and an empty mask, for the program: an ignored signal and the mask
+    survive exec (a server under nohup would hand its programs an ignored SIGHUP; a blocked
+    signal would be blocked in the program too). SIGKILL and SIGSTOP cannot be changed."""
+    for signum in signal.valid_signals():
+        if signum not in (signal.SIGKILL, signal.SIGSTOP):
+            with contextlib.suppress(OSError, ValueError):  # glibc reserves two real-time signals
+                signal.signal(signum, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_SETMASK, [])
+
+
+def join_cgroups(procs_files: list[str]) -> None:
+    """Move this process (pid "0": the writer) into the run's cgroup, one file per hierarchy; its
+    descendants are born there, so memory and pids limits bound the whole run."""
+    for path in procs_files:
+        with open(path, "w") as handle:
+            handle.write("0")
+
+
 def _report(status_fd: int, payload: dict[str, Any]) -> None:
     os.write(status_fd, (json.dumps(payload) + "\n").encode())
 
@@ -183,6 +229,7 @@ def _report(status_fd: int, payload: dict[str, Any]) -> None:
 def run_isolated_child(plan: dict[str, Any], code: bytes, status_fd: int) -> None:
     """In the forked child: build the jail, then exec the program (never returns)."""
     try:
+        join_cgroups(plan["cgroup_procs"])  # first: whatever the run holds from here on counts
         if plan["isolate"]:
             build_root(plan, code)
             program = PROGRAM
@@ -265,9 +312,7 @@ def _start(plan: dict[str, Any], code: bytes, status_fd: int, child: _Child) -> 
     signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
     pid = os.fork()
     if pid == 0:
-        for signum in STOP_SIGNALS:
-            signal.signal(signum, signal.SIG_DFL)
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
+        reset_signals()  # our handlers first: they must not run in the child
         if not plan["isolate"]:
             os.setpgid(0, 0)  # a group of its own, for the cleanup in main()
         run_isolated_child(plan, code, status_fd)
@@ -278,6 +323,7 @@ def _start(plan: dict[str, Any], code: bytes, status_fd: int, child: _Child) -> 
 
 def main() -> None:
     plan_path, status_fd = sys.argv[1], int(sys.argv[2])
+    close_inherited_fds(status_fd)  # first: nothing of the server's may reach the program
     with open(plan_path) as handle:
         plan = json.load(handle)
     with open(plan["code_path"], "rb") as handle:
@@ -320,6 +366,7 @@ def _remove_run_files(plan: dict[str, Any], isolated: bool) -> None:
         (os.unlink, plan["plan_path"]),
         (os.rmdir, plan["root_dir"]),
         (os.rmdir, plan["workdir"]),
+        *((os.rmdir, directory) for directory in plan["cgroup_dirs"]),
     ):
         with contextlib.suppress(OSError):
             remove(path)

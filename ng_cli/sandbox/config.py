@@ -6,6 +6,8 @@ runs model-written code exposes the same knobs with the same names and defaults.
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import BaseModel, ConfigDict, Field
 
 __all__ = ["DEFAULT_READONLY_PATHS", "SandboxConfig"]
@@ -24,9 +26,12 @@ class SandboxConfig(BaseModel):
     wall_time_s: float = Field(default=10.0, gt=0, le=3600)
     """Wall-clock seconds per run; then the whole process group is killed."""
     memory_mb: int = Field(default=512, ge=32)
-    """Address space per process, in MiB (RLIMIT_AS); allocating more raises MemoryError."""
+    """Memory of the whole run, in MiB: the sum over its processes and its files in /sandbox and
+    /tmp (its cgroup; past it the kernel kills the run's largest process). Each process also gets
+    this much address space (RLIMIT_AS), so one allocating more sees MemoryError."""
     max_processes: int = Field(default=16, ge=1, le=4096)
-    """Processes and threads the program may have at once (RLIMIT_NPROC, per sandbox uid)."""
+    """Processes and threads the program may have at once (the run's cgroup pids.max, and
+    RLIMIT_NPROC per sandbox uid)."""
     max_open_files: int = Field(default=64, ge=8)
     """Open file descriptors per process (RLIMIT_NOFILE)."""
     max_file_size_mb: int = Field(default=16, ge=1)
@@ -47,6 +52,11 @@ class SandboxConfig(BaseModel):
     only, so results do not depend on what happens to be installed (nor on its .pth hooks)."""
     readonly_paths: tuple[str, ...] = DEFAULT_READONLY_PATHS
     """Host paths visible (read-only) inside the sandbox, besides the interpreter's prefix."""
+    cgroup: Literal["auto", "required", "off"] = "auto"
+    """A cgroup per run, so that `memory_mb` and `max_processes` bound the run's whole process
+    tree. `auto`: where the host allows it (root, a writable cgroup v2 with memory and pids, or
+    v1), else per-process limits only, with a warning (a run may then hold `max_processes` x
+    `memory_mb`). `required`: refuse to start without one. `off`: per-process limits only."""
     allow_unisolated: bool = False
     """UNSAFE. If the namespaces cannot be created (no root), run with limits only, with network
     and the host's files reachable. Off by default: without isolation the run is refused."""

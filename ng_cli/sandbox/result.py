@@ -8,10 +8,11 @@ from typing import Literal
 
 __all__ = ["ExecutionResult", "Outcome", "classify"]
 
-Outcome = Literal["ok", "runtime_error", "timeout", "cpu_limit", "output_limit", "killed"]
+Outcome = Literal["ok", "runtime_error", "timeout", "cpu_limit", "memory_limit", "output_limit", "killed"]
 """`ok`: exit status 0. `runtime_error`: non-zero exit (an exception, MemoryError included).
-`timeout`: the wall clock ran out. `cpu_limit`: RLIMIT_CPU. `output_limit`: too much output.
-`killed`: ended by another signal (e.g. SIGSEGV)."""
+`timeout`: the wall clock ran out. `cpu_limit`: RLIMIT_CPU. `memory_limit`: the OOM killer ended
+the program, the run's processes together holding `memory_mb` (its cgroup). `output_limit`: too
+much output. `killed`: ended by another signal (e.g. SIGSEGV)."""
 
 
 @dataclass(frozen=True)
@@ -29,6 +30,8 @@ class ExecutionResult:
     wall_s: float
     isolated: bool
     """False only when `allow_unisolated` let it run without namespaces."""
+    memory_peak_bytes: int | None = None
+    """The most memory the run's processes held at once (its cgroup's peak); None without one."""
 
     @property
     def ok(self) -> bool:
@@ -43,12 +46,15 @@ def classify(
     cpu_limit_s: int,
     timed_out: bool,
     output_truncated: bool,
+    oom_killed: bool = False,
 ) -> Outcome:
     """The outcome of a run; limits we enforced come first, since they explain the signal."""
     if output_truncated:
         return "output_limit"
     if timed_out:
         return "timeout"
+    if oom_killed and signal_number == signal.SIGKILL:  # the run's cgroup counted the kill
+        return "memory_limit"
     # The kernel's RLIMIT_CPU clock is exact, but wait4's rusage under-reports it (by ~15% for a
     # fork-heavy program), so a SIGKILL we did not send counts as the CPU limit near the limit.
     if signal_number in (signal.SIGXCPU, signal.SIGKILL) and cpu_s >= 0.75 * cpu_limit_s:

@@ -9,7 +9,11 @@ the interpreter only; rlimits; an unprivileged uid; no_new_privs. Here, on the s
 * the wall clock: on expiry the whole process group is SIGKILLed (and the pid namespace dies
   with its init);
 * the output cap: stdout plus stderr beyond `max_output_bytes` kills the run;
+* a cgroup per run (`cgroups`), which the bootstrap joins first: `memory_mb` and `max_processes`
+  bound the whole process tree, not each process; read for the run's peak memory, then removed;
 * the environment: the child gets a fixed minimal one, never the server's (no secrets);
+* descriptors: uvloop's `create_subprocess_exec` ignores `close_fds`, so the bootstrap inherits
+  whatever the server holds that is inheritable; closing it all is the bootstrap's first step;
 * fail closed: if the bootstrap reports that isolation failed, the run raises
   `SandboxUnavailableError` instead of running the program unprotected.
 """
@@ -32,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from ng_cli.errors import ConfigError
+from ng_cli.sandbox.cgroups import CgroupParent, RunCgroup, find_cgroup_parent
 from ng_cli.sandbox.config import SandboxConfig
 from ng_cli.sandbox.errors import SandboxError, SandboxUnavailableError
 from ng_cli.sandbox.result import ExecutionResult, classify
@@ -87,11 +92,21 @@ def _site_packages(prefix: str) -> list[str]:
     )
 
 
-def build_plan(config: SandboxConfig, *, workdir: Path, uid: int, python: str, prefix: str) -> dict[str, Any]:
+def build_plan(
+    config: SandboxConfig,
+    *,
+    workdir: Path,
+    uid: int,
+    python: str,
+    prefix: str,
+    cgroup: RunCgroup | None = None,
+) -> dict[str, Any]:
     """The JSON plan `bootstrap.py` follows for one run in `workdir` (see `_run_in` for its files)."""
     is_root = os.geteuid() == 0
     return {
         "workdir": str(workdir),
+        "cgroup_procs": cgroup.procs_files if cgroup else [],
+        "cgroup_dirs": [str(directory) for directory in cgroup.directories] if cgroup else [],
         "root_dir": str(workdir / "root"),
         "code_path": str(workdir / "main.py"),
         "plan_path": str(workdir / "plan.json"),
@@ -150,6 +165,8 @@ class PythonSandbox:
         self.config = config
         self.python, self.prefix = interpreter_of(config)
         _check_exposure([*config.readonly_paths, self.prefix], Path.cwd().resolve())
+        self.cgroups = _cgroup_parent(config)
+        """Where each run gets its cgroup; None: per-process limits only."""
         self._uids: asyncio.Queue[int] = asyncio.Queue()
         for slot in range(config.max_concurrency):
             self._uids.put_nowait(config.uid_base + slot)
@@ -174,9 +191,37 @@ class PythonSandbox:
             self._uids.put_nowait(uid)
 
     async def _run_in(self, workdir: Path, uid: int, code: str, stdin: bytes) -> ExecutionResult:
-        """One run in `workdir`: `main.py` (the program), `plan.json`, and `root/`, the mount point
-        of the run's tmpfs root (in its own mount namespace; empty as seen from here)."""
-        plan = build_plan(self.config, workdir=workdir, uid=uid, python=self.python, prefix=self.prefix)
+        """One run in `workdir`, in a cgroup of its own where the host has them."""
+        cgroup = self._create_cgroup(workdir.name)
+        try:
+            capture, report, returncode = await self._run_bootstrap(workdir, uid, code, stdin, cgroup)
+            memory_peak = cgroup.memory_peak_bytes() if cgroup else None
+            oom_killed = bool(cgroup and cgroup.oom_kills())
+        finally:
+            if cgroup:
+                _remove_cgroup(cgroup)
+        return self._result(capture, report, returncode, memory_peak=memory_peak, oom_killed=oom_killed)
+
+    def _create_cgroup(self, name: str) -> RunCgroup | None:
+        if self.cgroups is None:
+            return None
+        memory_bytes = self.config.memory_mb * _MIB
+        try:
+            return self.cgroups.create(name, memory_bytes=memory_bytes, max_pids=self.config.max_processes)
+        except OSError as exc:
+            raise SandboxUnavailableError(
+                f"the sandbox could not make the run's cgroup under {self.cgroups.memory_parent}, "
+                f"so nothing ran: {exc}"
+            ) from exc
+
+    async def _run_bootstrap(
+        self, workdir: Path, uid: int, code: str, stdin: bytes, cgroup: RunCgroup | None
+    ) -> tuple[_Capture, dict[str, Any], int | None]:
+        """The bootstrap with `main.py` (the program), `plan.json`, and `root/`, the mount point of
+        the run's tmpfs root (in its own mount namespace; empty as seen from here), in `workdir`."""
+        plan = build_plan(
+            self.config, workdir=workdir, uid=uid, python=self.python, prefix=self.prefix, cgroup=cgroup
+        )
         _write_run_files(plan, code)
         read_fd, write_fd = os.pipe()
         try:
@@ -202,9 +247,17 @@ class PythonSandbox:
             report = _read_report(read_fd)
         finally:
             os.close(read_fd)
-        return self._result(capture, report, process.returncode)
+        return capture, report, process.returncode
 
-    def _result(self, capture: _Capture, report: dict[str, Any], returncode: int | None) -> ExecutionResult:
+    def _result(
+        self,
+        capture: _Capture,
+        report: dict[str, Any],
+        returncode: int | None,
+        *,
+        memory_peak: int | None,
+        oom_killed: bool,
+    ) -> ExecutionResult:
         stderr = capture.stderr.decode("utf-8", "replace")
         if "setup_error" in report:
             raise SandboxUnavailableError(
@@ -230,6 +283,7 @@ class PythonSandbox:
             cpu_limit_s=self.config.cpu_time_s,
             timed_out=capture.timed_out,
             output_truncated=capture.truncated,
+            oom_killed=oom_killed,
         )
         return ExecutionResult(
             outcome=outcome,
@@ -240,7 +294,38 @@ class PythonSandbox:
             cpu_s=cpu_s,
             wall_s=capture.wall_s,
             isolated=isolated,
+            memory_peak_bytes=memory_peak,
         )
+
+
+def _cgroup_parent(config: SandboxConfig) -> CgroupParent | None:
+    """Where runs get their cgroups, per `config.cgroup`; a warning when runs go without."""
+    if config.cgroup == "off":
+        return None
+    parent, reason = find_cgroup_parent()
+    if parent is not None:
+        logger.info("sandbox runs get a cgroup each: %s", reason)
+    elif config.cgroup == "required":
+        raise SandboxUnavailableError(
+            f"the sandbox cannot give each run a cgroup ({reason}), and sandbox.cgroup is 'required'",
+            hint="run the server as root with a writable /sys/fs/cgroup (v2 with the memory and pids "
+            "controllers, or v1), or set sandbox.cgroup: auto to fall back to per-process limits",
+        )
+    else:
+        logger.warning(
+            "sandbox runs get no cgroup (%s): memory_mb and max_processes bound each process, "
+            "so one run may hold up to max_processes x memory_mb",
+            reason,
+        )
+    return parent
+
+
+def _remove_cgroup(cgroup: RunCgroup) -> None:
+    """Its processes are gone (the pid namespace died with its pid 1); say so if one is not."""
+    try:
+        cgroup.remove()
+    except OSError as exc:
+        logger.warning("could not remove the run's cgroup %s: %s", cgroup.memory_dir, exc)
 
 
 def _write_run_files(plan: dict[str, Any], code: str) -> None:

@@ -60,8 +60,16 @@ def serve(spec: ServerSpec) -> None:
     )
     redact_logging(server.redactor)  # after uvicorn.Config, which installs uvicorn's handlers
     uv_server = uvicorn.Server(uv_config)
-    sockets = [socket.socket(fileno=spec.listen_fd)] if spec.listen_fd is not None else None
+    sockets = [_listening_socket(spec.listen_fd)] if spec.listen_fd is not None else None
     uv_server.run(sockets=sockets)
+
+
+def _listening_socket(fd: int) -> socket.socket:
+    """The socket ng_run bound for us, made non-inheritable: whatever this server spawns (a
+    sandboxed program, a worker) must not be able to accept connections meant for it."""
+    sock = socket.socket(fileno=fd)
+    sock.set_inheritable(False)
+    return sock
 
 
 def _die_with_parent() -> None:

@@ -8,6 +8,7 @@ environment, that model and an agent together the way `ng_run` does.
 
 from __future__ import annotations
 
+import inspect
 import secrets as _random
 import socket
 import subprocess
@@ -16,7 +17,7 @@ import threading
 import time
 import urllib.request
 import uuid
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,6 +35,7 @@ from ng_cli.servers.loading import load_server_class
 from ng_cli.servers.spec import ServerAddress, ServerSpec, write_spec
 
 __all__ = [
+    "AgentStack",
     "ChildServer",
     "Policy",
     "RolloutStack",
@@ -41,6 +43,7 @@ __all__ = [
     "assistant_message",
     "function_call",
     "scripted_model_app",
+    "serve_agent",
     "serve_in_child",
     "serve_in_thread",
     "serve_rollout_stack",
@@ -86,9 +89,11 @@ def serve_in_thread(app: ASGIApp, *, startup_timeout_s: float = 10.0) -> Iterato
 # A scripted Responses-API model, and a whole rollout stack on loopback
 # ---------------------------------------------------------------------------------------------
 
-Policy = Callable[[dict[str, Any]], list[dict[str, Any]] | dict[str, Any]]
+PolicyResult = list[dict[str, Any]] | dict[str, Any]
+Policy = Callable[[dict[str, Any]], PolicyResult | Awaitable[PolicyResult]]
 """request body -> output items, or a dict of Response fields (e.g. `status: incomplete`)
-laid over the default completed Response. Raising an NgError answers with its status."""
+laid over the default completed Response. Raising an NgError answers with its status. An async
+policy can stand in for a model's latency (`await asyncio.sleep(...)`) without blocking others."""
 
 
 class ScriptedModel:
@@ -115,6 +120,8 @@ class ScriptedModel:
             with self._lock:
                 self.requests.append(body)
             result = self.policy(body)
+            if inspect.isawaitable(result):
+                result = await result
             response = _scripted_response(body, result)
             with self._lock:
                 self.responses.append(response)
@@ -128,7 +135,7 @@ def scripted_model_app(policy: Policy) -> FastAPI:
     return ScriptedModel(policy).build_app()
 
 
-def _scripted_response(body: dict[str, Any], result: list[dict[str, Any]] | dict[str, Any]) -> dict[str, Any]:
+def _scripted_response(body: dict[str, Any], result: PolicyResult) -> dict[str, Any]:
     fields = {"output": result} if isinstance(result, list) else dict(result)
     output = fields.get("output", [])
     input_tokens = len(orjson.dumps(body.get("input"))) // 4
@@ -186,6 +193,16 @@ def tool_outputs(request: Mapping[str, Any]) -> list[Any]:
 
 
 @dataclass
+class AgentStack:
+    """An agent and the scripted model it talks to, each served on loopback."""
+
+    agent_url: str
+    model_url: str
+    agent: BaseServer[Any]
+    model: ScriptedModel
+
+
+@dataclass
 class RolloutStack:
     """A resources server, a scripted model and an agent, each served on loopback."""
 
@@ -195,6 +212,45 @@ class RolloutStack:
     agent: BaseServer[Any]
     resources: BaseServer[Any]
     model: ScriptedModel
+
+
+@contextmanager
+def serve_agent(
+    agent_class: type[BaseServer[Any]],
+    policy: Policy,
+    *,
+    resources_url: str,
+    resources_server_type: str,
+    resources_name: str,
+    session_secret: str,
+    agent_config: Mapping[str, Any] | None = None,
+    model_name: str = "policy_model",
+) -> Iterator[AgentStack]:
+    """Serve a scripted model and an agent wired to it and to the resources server at
+    `resources_url` (in a thread, or a `serve_in_child` process sharing `session_secret`)."""
+    model = ScriptedModel(policy)
+    with serve_in_thread(model.build_app()) as model_url:
+        block = {
+            "resources_server": {"type": resources_server_type, "name": resources_name},
+            "model_server": {"type": "responses_api_models", "name": model_name},
+            **dict(agent_config or {}),
+        }
+        servers = {
+            resources_name: ServerAddress(
+                server_type=resources_server_type, implementation=resources_name, url=resources_url
+            ),
+            model_name: ServerAddress(
+                server_type="responses_api_models", implementation="scripted", url=model_url
+            ),
+        }
+        agent = agent_class(
+            agent_class.config_class.model_validate(block),
+            name="agent",
+            servers=servers,
+            session_secret=session_secret,
+        )
+        with serve_in_thread(agent.build_app()) as agent_url:
+            yield AgentStack(agent_url, model_url, agent, model)
 
 
 @contextmanager
@@ -215,32 +271,22 @@ def serve_rollout_stack(
         name=resources_name,
         session_secret=secret,
     )
-    model = ScriptedModel(policy)
     with (
         serve_in_thread(resources.build_app()) as resources_url,
-        serve_in_thread(model.build_app()) as model_url,
-    ):
-        block = {
-            "resources_server": {"type": resources_class.server_type, "name": resources_name},
-            "model_server": {"type": "responses_api_models", "name": model_name},
-            **dict(agent_config or {}),
-        }
-        servers = {
-            resources_name: ServerAddress(
-                server_type=resources_class.server_type, implementation=resources_name, url=resources_url
-            ),
-            model_name: ServerAddress(
-                server_type="responses_api_models", implementation="scripted", url=model_url
-            ),
-        }
-        agent = agent_class(
-            agent_class.config_class.model_validate(block),
-            name="agent",
-            servers=servers,
+        serve_agent(
+            agent_class,
+            policy,
+            resources_url=resources_url,
+            resources_server_type=resources_class.server_type,
+            resources_name=resources_name,
             session_secret=secret,
+            agent_config=agent_config,
+            model_name=model_name,
+        ) as served,
+    ):
+        yield RolloutStack(
+            served.agent_url, resources_url, served.model_url, served.agent, resources, served.model
         )
-        with serve_in_thread(agent.build_app()) as agent_url:
-            yield RolloutStack(agent_url, resources_url, model_url, agent, resources, model)
 
 
 def validated_configs(config_path: Path, *overrides: str) -> dict[str, ServerConfig]:
@@ -274,6 +320,8 @@ class ChildServer:
 
     url: str
     process: subprocess.Popen[bytes]
+    session_secret: str
+    """The secret of its session cookies: an agent serving with it can use this server."""
 
     def post(self, path: str, body: Mapping[str, Any], *, timeout_s: float = 60.0) -> dict[str, Any]:
         """POST JSON and return the JSON answer (blocking: for tests outside an event loop)."""
@@ -286,9 +334,16 @@ class ChildServer:
 
 @contextmanager
 def serve_in_child(
-    app_path: Path, config: Mapping[str, Any], *, name: str, spec_dir: Path, ready_timeout_s: float = 60.0
+    app_path: Path,
+    config: Mapping[str, Any],
+    *,
+    name: str,
+    spec_dir: Path,
+    ready_timeout_s: float = 60.0,
+    session_secret: str | None = None,
 ) -> Iterator[ChildServer]:
     """Run `python -m ng_cli.servers.child` on an inherited loopback socket; stop it afterwards."""
+    secret = session_secret or _random.token_hex(16)
     listener = socket.create_server(("127.0.0.1", 0))
     listener.set_inheritable(True)
     port = listener.getsockname()[1]
@@ -300,7 +355,7 @@ def serve_in_child(
         config=dict(config),
         port=port,
         listen_fd=listener.fileno(),
-        session_secret=_random.token_hex(16),
+        session_secret=secret,
     )
     spec_path = spec_dir / f"{name}.spec.json"
     write_spec(spec, spec_path)
@@ -309,7 +364,7 @@ def serve_in_child(
     )
     listener.close()
     try:
-        server = ChildServer(url=f"http://127.0.0.1:{port}", process=process)
+        server = ChildServer(url=f"http://127.0.0.1:{port}", process=process, session_secret=secret)
         _wait_for_health(server, timeout_s=ready_timeout_s)
         yield server
     finally:

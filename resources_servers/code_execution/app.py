@@ -11,7 +11,8 @@
   that cannot isolate fails the request (503): no program ever runs unprotected.
 
 The sandbox (`ng_cli.sandbox.PythonSandbox`): no network, none of the host's files, limits on
-CPU, memory, processes, file size, output and wall-clock time, an unprivileged uid per slot.
+CPU, memory (of the whole run, through a cgroup where the host allows), processes, file size,
+output and wall-clock time, an unprivileged uid per slot.
 """
 
 from __future__ import annotations
@@ -123,6 +124,7 @@ def _failure(index: int, result: ExecutionResult) -> dict[str, Any]:
         "wrong_answer": f"wrong answer on hidden test {index}",
         "timeout": "the wall-clock limit was reached",
         "cpu_limit": "the CPU-time limit was reached",
+        "memory_limit": "the memory limit was reached (the program's processes together)",
         "output_limit": "the output limit was exceeded",
     }
     error = short_error(result.stderr) if outcome in ("runtime_error", "killed") else messages[outcome]

@@ -27,6 +27,7 @@ import pytest
 from ng_cli.errors import ConfigError
 from ng_cli.sandbox import PythonSandbox, SandboxConfig, SandboxUnavailableError
 from ng_cli.sandbox import runner as runner_module
+from ng_cli.sandbox.cgroups import find_cgroup_parent
 
 pytestmark = [
     pytest.mark.integration,
@@ -287,7 +288,8 @@ async def test_a_sleeping_program_is_killed_at_the_wall_clock_without_a_trace() 
 
 
 def test_the_program_dies_with_the_server_and_its_files_go(public_dir: Path) -> None:
-    """SIGKILL the server mid-run: its bootstrap hears of it, takes the program down, tidies up."""
+    """SIGKILL the server mid-run: its bootstrap hears of it, takes the program down, tidies up
+    (the run's directory and its cgroup)."""
     server = (
         "import asyncio\n"
         "from ng_cli.sandbox import PythonSandbox, SandboxConfig\n"
@@ -304,15 +306,23 @@ def test_the_program_dies_with_the_server_and_its_files_go(public_dir: Path) -> 
         while not processes_of_sandbox_uids():
             assert time.monotonic() < deadline, "the sandboxed program never started"
             time.sleep(0.05)
+        cgroups = run_cgroups(next(workdirs.iterdir()).name)
+        assert all(path.is_dir() for path in cgroups)
     finally:
         process.kill()
         process.wait()
     deadline = time.monotonic() + 10
-    while processes_of_sandbox_uids() or list(workdirs.iterdir()):
+    while processes_of_sandbox_uids() or list(workdirs.iterdir()) or any(path.exists() for path in cgroups):
         assert time.monotonic() < deadline, (
-            f"left behind: {processes_of_sandbox_uids()}, {list(workdirs.iterdir())}"
+            f"left behind: {processes_of_sandbox_uids()}, {list(workdirs.iterdir())}, {cgroups}"
         )
         time.sleep(0.05)
+
+
+def run_cgroups(name: str) -> list[Path]:
+    """The cgroup directories of the run whose work directory is `name` (none without cgroups)."""
+    parent, _ = find_cgroup_parent()
+    return [] if parent is None else sorted({parent.memory_parent / name, parent.pids_parent / name})
 
 
 @pytest.mark.parametrize(
