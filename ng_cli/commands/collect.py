@@ -36,6 +36,7 @@ Config keys this command reads (see docs/collecting.md):
   agent_urls               +agent_urls.<agent>=http://host:port: skip the head server
   pass_threshold           reward >= this passes (default: reward > 0)
   report                   true: also write <output stem>_report.html (see ng_report)
+  max_staleness            flag rows (stale: true) whose calls span more than K weight updates
 Running the same command again resumes: done rollouts are kept, failed ones are retried.
 Exit codes: 0 all rollouts scored, 1 some failed (run complete), 2 input/config error.
 Example:

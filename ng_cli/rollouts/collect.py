@@ -143,7 +143,11 @@ class _Collector:
             try:
                 answer = await self._call(url, row)
                 line, outcome = to_output_line(
-                    row, answer, task_index=task.index, rollout_index=rollout_index
+                    row,
+                    answer,
+                    task_index=task.index,
+                    rollout_index=rollout_index,
+                    max_staleness=self.config.max_staleness,
                 )
             except Exception as error:  # every failure of one rollout is data; cancellation is not caught
                 failure = classify(error, attempt=attempt, task_index=task.index, rollout_index=rollout_index)

@@ -66,6 +66,8 @@ class CollectConfig(BaseModel):
     """Seconds between progress lines when stderr is not a terminal."""
     report: bool = False
     """At the end, write `<output stem>_report.html` (ng_report) beside the output."""
+    max_staleness: int | None = Field(default=None, ge=0)
+    """Flag rows whose model calls span more than this many weight updates (`stale: true`)."""
 
     @field_validator("head_server_url")
     @classmethod

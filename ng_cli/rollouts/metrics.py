@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ng_cli.rollouts.results import Outcome
+from ng_cli.rollouts.versions import VersionTally
 
 __all__ = ["AgentTally", "Scoreboard", "passes"]
 
@@ -62,6 +63,7 @@ class Scoreboard:
         self._rewards = array("d", [math.nan]) * (num_tasks * num_repeats)
         self.tallies = {agent: AgentTally() for agent in self.agents}
         self.duplicates = 0
+        self.versions = VersionTally()
 
     @property
     def total(self) -> int:
@@ -91,6 +93,7 @@ class Scoreboard:
         if outcome.token_drift is not None:
             tally.with_token_ids += 1
             tally.token_drifted += outcome.token_drift
+        self.versions.add(outcome.weight_version)
         return True
 
     def record_failure(self, task_index: int, kind: str) -> None:

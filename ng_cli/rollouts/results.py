@@ -20,6 +20,7 @@ from typing import Any
 import orjson
 
 from ng_cli.errors import ConfigError, DataError, InvalidOutputError, NgError
+from ng_cli.rollouts.versions import row_versions
 from ng_cli.tokens.drift import check_response
 
 __all__ = [
@@ -52,10 +53,17 @@ class Outcome:
     token_drift: bool | None = None
     """Whether a turn's prompt ids fail to start with the ids seen before (`ng_cli.tokens.drift`);
     None when the rollout carries no token ids."""
+    weight_version: Mapping[str, Any] | None = None
+    """The row's `weight_version` (`rollouts.versions`); None when its calls carried no stamp."""
 
 
 def to_output_line(
-    row: Mapping[str, Any], result: Any, *, task_index: int, rollout_index: int
+    row: Mapping[str, Any],
+    result: Any,
+    *,
+    task_index: int,
+    rollout_index: int,
+    max_staleness: int | None = None,
 ) -> tuple[bytes, Outcome]:
     """The JSONL line for a finished rollout: input row + the agent's answer + the stable keys.
 
@@ -69,6 +77,9 @@ def to_output_line(
         shown = "missing" if "reward" not in result else repr(reward)[:200]
         raise InvalidOutputError(f"the agent's /run answer has no numeric 'reward' (got {shown})")
     output = {**row, **result, TASK_KEY: task_index, ROLLOUT_KEY: rollout_index}
+    versions = row_versions(result.get("response"), max_staleness=max_staleness)
+    if versions is not None:
+        output["weight_version"] = versions
     return orjson.dumps(output, option=orjson.OPT_APPEND_NEWLINE), outcome_of(output)
 
 
@@ -91,7 +102,18 @@ def outcome_of(output: Mapping[str, Any]) -> Outcome:
         output_tokens=tokens if isinstance(tokens, int) and not isinstance(tokens, bool) else 0,
         incomplete_reason=reason,
         token_drift=_token_drift(response),
+        weight_version=_versions_of(output.get("weight_version")),
     )
+
+
+def _versions_of(value: Any) -> Mapping[str, Any] | None:
+    if (
+        isinstance(value, Mapping)
+        and isinstance(value.get("start"), int)
+        and isinstance(value.get("end"), int)
+    ):
+        return value
+    return None
 
 
 def _token_drift(response: Mapping[str, Any]) -> bool | None:

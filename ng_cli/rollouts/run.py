@@ -191,6 +191,7 @@ def build_metrics(config: CollectConfig, files: RunFiles, stats: RunStats) -> di
         "failed": scoreboard.failed,
         "mean_reward": scoreboard.mean_reward(),
         "pass_threshold": config.pass_threshold,
+        "weight_versions": scoreboard.versions.as_dict(max_staleness=config.max_staleness),
         "agents": {
             agent: scoreboard.agent_metrics(agent, pass_threshold=config.pass_threshold)
             for agent in scoreboard.agents

@@ -10,7 +10,7 @@ from rich.text import Text
 
 from ng_cli.rollouts.run import CollectResult
 
-__all__ = ["render_summary"]
+__all__ = ["render_summary", "weight_versions_line"]
 
 
 def render_summary(result: CollectResult) -> RenderableType:
@@ -18,6 +18,9 @@ def render_summary(result: CollectResult) -> RenderableType:
     parts: list[RenderableType] = [Text(f"note: {note}", style="yellow") for note in result.notes]
     parts.append(_agent_table(result.metrics))
     parts.extend(_breakdowns(result.metrics))
+    versions = weight_versions_line(result.metrics.get("weight_versions"))
+    if versions is not None:
+        parts.append(versions)
     parts.append(_files(result))
     parts.append(_outcome(result))
     return Group(*parts)
@@ -61,6 +64,22 @@ def _breakdowns(metrics: dict[str, Any]) -> list[Text]:
                 )
             )
     return lines
+
+
+def weight_versions_line(versions: dict[str, Any] | None) -> Text | None:
+    """`weights: rollouts by start version 0: 120, 1: 80; 14 span an update; 2 stale (max_staleness 0)`."""
+    if not versions:
+        return None
+    by_start = ", ".join(
+        f"{version}: {count}" for version, count in versions["rollouts_by_start_version"].items()
+    )
+    text = (
+        f"weights: rollouts by start version {by_start}; newest {versions['newest_version']}; "
+        f"{versions['spanning_an_update']} span an update (most updates lived through: {versions['max_staleness_seen']})"
+    )
+    if versions.get("max_staleness") is not None:
+        text += f"; {versions['stale']} stale (max_staleness {versions['max_staleness']})"
+    return Text(text, style="yellow" if versions.get("stale") else "")
 
 
 def _number(value: float | None) -> str:
