@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -14,11 +14,12 @@ from ng_cli.commands._app import (
     make_console,
     overrides_argument,
 )
-from ng_cli.errors import UpstreamHTTPError
+from ng_cli.errors import NgError, UpstreamHTTPError
 from ng_cli.head import fetch_engines, fetch_servers
 from ng_cli.launcher.health import probe_all
 from ng_cli.launcher.plan import head_url_from_config, read_seconds
 from ng_cli.launcher.render import status_table
+from ng_cli.training.client import WeightsClient
 
 __all__ = ["app", "main", "status"]
 
@@ -27,6 +28,7 @@ Config keys this command reads:
   head_server_url   the head server to ask (default: from head_server, else http://127.0.0.1:11000)
   head_server       {host, port} of the head server, as ng_run was given it
   probe_timeout_s   seconds each /health probe may take (default 2)
+A model server whose engines take weight updates gets a line with its weight version.
 Exit codes: 0 every server is up, 1 a server is down or the head server is unreachable.
 Example:
   ng_status +head_server_url=http://127.0.0.1:11000"""
@@ -54,8 +56,27 @@ def status(
             engines = []
         servers += [_engine_entry(engine) for engine in engines]
         up = probe_all({entry["name"]: entry["url"] for entry in servers}, timeout_s=timeout_s)
-        make_console().print(status_table(head_url, servers, up))
+        console = make_console()
+        console.print(status_table(head_url, servers, up))
+        for entry in servers:
+            if isinstance(entry.get("admin"), dict) and up.get(str(entry["name"])):
+                console.print(_weights_line(head_url, entry), highlight=False)
     raise typer.Exit(0 if all(up.values()) else 1)
+
+
+def _weights_line(head_url: str, entry: dict[str, Any]) -> str:
+    """`weights: policy_model version 3 (/ckpt/step-3), admitting, 12 calls in flight` (or why not read)."""
+    name = str(entry["name"])
+    routes = f"admin routes {entry['url']}{entry['admin']['weights']}/..."
+    try:
+        status = WeightsClient.connect(head_url, model_server=name, timeout_s=5.0).status()
+    except NgError as error:
+        return f"weights: {name} takes weight updates ({routes}); its version is not readable here: {error.message}"
+    admitting = "admitting" if status["admitting"] else "NOT admitting (an update is running)"
+    return (
+        f"weights: {name} version {status['version']} ({status['path'] or 'pushed tensors'}), {admitting}, "
+        f"{status['in_flight']} calls in flight; {routes}"
+    )
 
 
 def _engine_entry(engine: dict[str, object]) -> dict[str, object]:

@@ -135,6 +135,7 @@ class WeightUpdater:
             "updating": self._lock.locked(),
             "pushing": self._pushing is not None,
             "engines": [endpoint.root_url for endpoint in self.pool.endpoints],
+            "fingerprint": self.fingerprint,
             "last_update": self.last,
         }
 

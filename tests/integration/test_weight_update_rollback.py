@@ -1,0 +1,202 @@
+"""Fail-closed weight updates: one engine fails, every engine goes back, the version stays.
+
+The real model server (local_vllm_model over two engines by `base_url`, `weight_updates: true`)
+on loopback, over two stand-in engines: a real vLLM will not fail a reload, hang a phase or
+answer different weights on demand, so these do (the real engines' path is
+tests/engine/test_weight_updates.py). Each stand-in keeps what it was told: the checkpoint it
+holds, its pause state, the calls it got.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from contextlib import ExitStack
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from ng_cli.config.schema import validate_block
+from ng_cli.servers.loading import load_server_class
+from ng_cli.servers.testing import serve_in_thread
+from tests.fixtures import checkpoints
+
+ROOT = Path(__file__).resolve().parents[2]
+APP = ROOT / "responses_api_models" / "local_vllm_model" / "app.py"
+MODEL = ROOT / "models" / "tiny-weather"
+KEY = "engines-key-0123456789"
+
+
+@dataclass
+class StandIn:
+    """One engine's admin routes, with a fault to force."""
+
+    holds: str = str(MODEL)
+    paused: bool = False
+    fail_reload_of: str | None = None
+    hang_pause: bool = False
+    odd_fingerprint: bool = False
+    log: list[str] = field(default_factory=list)
+
+    def app(self) -> Starlette:
+        return Starlette(
+            routes=[
+                Route("/health", lambda r: Response(b"")),
+                Route("/v1/models", self.models),
+                Route("/pause", self.pause, methods=["POST"]),
+                Route("/resume", self.resume, methods=["POST"]),
+                Route("/collective_rpc", self.rpc, methods=["POST"]),
+                Route("/reset_prefix_cache", self.reset, methods=["POST"]),
+                Route("/v1/chat/completions", self.chat, methods=["POST"]),
+            ]
+        )
+
+    def fingerprint(self) -> str:
+        return hashlib.sha256((self.holds + ("odd" if self.odd_fingerprint else "")).encode()).hexdigest()
+
+    async def models(self, request: Request) -> Response:
+        return JSONResponse({"data": [{"id": "models/tiny-weather", "object": "model"}]})
+
+    async def pause(self, request: Request) -> Response:
+        self.log.append(f"pause {request.query_params.get('mode')}")
+        if self.hang_pause:
+            await asyncio.Event().wait()
+        self.paused = True
+        return JSONResponse({"status": "paused"})
+
+    async def resume(self, request: Request) -> Response:
+        self.log.append("resume")
+        self.paused = False
+        return JSONResponse({"status": "resumed"})
+
+    async def reset(self, request: Request) -> Response:
+        self.log.append("reset")
+        return JSONResponse({"success": True})
+
+    async def rpc(self, request: Request) -> Response:
+        body = json.loads(await request.body())
+        if body["method"] == "ng_reload_weights":
+            path = body["kwargs"]["weights_path"]
+            self.log.append(f"reload {Path(path).name}")
+            if path == self.fail_reload_of:
+                return JSONResponse({"error": {"message": "Call to collective_rpc method failed: boom"}}, 500)
+            self.holds = path
+        return JSONResponse({"results": [self.fingerprint()]})
+
+    async def chat(self, request: Request) -> Response:
+        body = json.loads(await request.body())
+        message = {"role": "assistant", "content": f"held {Path(self.holds).name}"}
+        completion = {"id": "c", "object": "chat.completion", "model": body["model"], "created": 0}
+        choice = {"index": 0, "message": message, "finish_reason": "stop"}
+        usage = {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}
+        return JSONResponse({**completion, "choices": [choice], "usage": usage})
+
+
+@pytest.fixture
+def engines() -> Iterator[tuple[list[StandIn], list[str], str]]:
+    stand_ins = [StandIn(), StandIn()]
+    with ExitStack() as stack:
+        urls = [stack.enter_context(serve_in_thread(one.app())) for one in stand_ins]
+        server_class = load_server_class(APP)
+        block = {
+            "base_url": [f"{url}/v1" for url in urls],
+            "api_key": KEY,
+            "model": "models/tiny-weather",  # the boot checkpoint, as ng_run's engines serve it
+            "return_token_id_information": False,
+            "uses_reasoning_parser": False,
+            "weight_updates": True,
+            "weight_update_deadlines": {"pause_s": 1.0},
+        }
+        server = server_class(validate_block(server_class.config_class, block=block), name="policy_model")
+        url = stack.enter_context(serve_in_thread(server.build_app()))
+        yield stand_ins, urls, url
+
+
+def admin(url: str, route: str, body: Any = None, *, key: str = KEY) -> tuple[int, dict[str, Any]]:
+    request = urllib.request.Request(
+        f"{url}{route}",
+        data=None if body is None else json.dumps(body).encode(),
+        method="GET" if body is None else "POST",
+        headers={"Authorization": f"Bearer {key}", "Content-Type": "application/json"},
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=30) as answer:
+            return answer.status, json.loads(answer.read())
+    except urllib.error.HTTPError as error:
+        return error.code, json.loads(error.read())
+
+
+def test_one_engine_failing_its_reload_puts_every_engine_back(
+    engines: tuple[list[StandIn], list[str], str], tmp_path: Path
+) -> None:
+    stand_ins, roots, url = engines
+    good = checkpoints.swapped(MODEL, tmp_path / "B", "Ġdegrees", "Ġtemperature")
+    stand_ins[1].fail_reload_of = str(good)
+    status, answer = admin(url, "/admin/weights/update", {"path": str(good), "version": 1})
+    assert status == 409
+    error = answer["error"]
+    assert (error["phase"], error["rolled_back"], error["version"]) == ("reload", True, 0)
+    assert error["engine"] == roots[1]
+    assert "every engine is back on version 0" in error["message"]
+    assert all(one.holds == str(MODEL) and not one.paused for one in stand_ins)
+    assert stand_ins[0].log == ["pause keep", "reload B", "reload tiny-weather", "reset", "resume"]
+    assert admin(url, "/admin/weights")[1]["version"] == 0
+    assert admin(url, "/admin/weights")[1]["admitting"] is True
+
+
+def test_a_phase_past_its_deadline_is_named_and_rolled_back(
+    engines: tuple[list[StandIn], list[str], str], tmp_path: Path
+) -> None:
+    stand_ins, _roots, url = engines
+    stand_ins[0].hang_pause = True
+    good = checkpoints.swapped(MODEL, tmp_path / "B", "Ġdegrees", "Ġtemperature")
+    status, answer = admin(url, "/admin/weights/update", {"path": str(good), "version": 1})
+    assert status == 409
+    assert answer["error"]["phase"] == "pause"
+    assert "no answer within 1 s" in answer["error"]["message"]
+    assert stand_ins[1].log[-1] == "resume"  # the engine that did pause is resumed
+    assert admin(url, "/admin/weights")[1]["admitting"] is True
+
+
+def test_engines_that_disagree_after_the_same_load_are_refused(
+    engines: tuple[list[StandIn], list[str], str], tmp_path: Path
+) -> None:
+    stand_ins, _roots, url = engines
+    stand_ins[1].odd_fingerprint = True
+    good = checkpoints.swapped(MODEL, tmp_path / "B", "Ġdegrees", "Ġtemperature")
+    status, answer = admin(url, "/admin/weights/update", {"path": str(good), "version": 1})
+    assert status == 409
+    assert answer["error"]["phase"] == "verify"
+    assert all(one.holds == str(MODEL) for one in stand_ins)
+
+
+def test_a_good_update_stamps_calls_and_a_wrong_key_is_refused(
+    engines: tuple[list[StandIn], list[str], str], tmp_path: Path
+) -> None:
+    stand_ins, roots, url = engines
+    good = checkpoints.swapped(MODEL, tmp_path / "B", "Ġdegrees", "Ġtemperature")
+    assert admin(url, "/admin/weights/update", {"path": str(good), "version": 1}, key="wrong")[0] == 401
+    status, answer = admin(url, "/admin/weights/update", {"path": str(good), "version": 2, "mode": "wait"})
+    assert status == 200
+    assert answer["version"] == 2
+    assert set(answer["engines"]) == set(roots)
+    assert all(one.holds == str(good) and one.log[0] == "pause wait" for one in stand_ins)
+    request = urllib.request.Request(
+        f"{url}/v1/chat/completions",
+        data=json.dumps({"messages": [{"role": "user", "content": "hi"}]}).encode(),
+        headers={"Content-Type": "application/json"},
+    )
+    with urllib.request.urlopen(request, timeout=30) as reply:
+        completion = json.loads(reply.read())
+    assert completion["weight_version"]["start"] == completion["weight_version"]["end"] == 2
+    assert completion["choices"][0]["message"]["content"] == "held B"
