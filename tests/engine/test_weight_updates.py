@@ -63,7 +63,10 @@ PROBE_INPUT: list[dict[str, Any]] = [
         "output": '{"city":"Paris","condition":"sunny","temperature":21,"unit":"celsius"}',
     },
 ]
-SAMPLING = {"temperature": 0.0, "max_output_tokens": 48}
+SAMPLING = {"temperature": 0.0}
+PROBE_TOKENS = 24
+"""More than any checkpoint's whole answer (15 tokens with its end)."""
+TOOL_TOKENS = 48
 
 
 @pytest.fixture(scope="module")
@@ -71,8 +74,8 @@ def ckpts(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     base = tmp_path_factory.mktemp("checkpoints")
     return {
         "A": checkpoints.copy(MODEL, base / "A"),
-        "B": checkpoints.swapped(MODEL, base / "B", "Ġdegrees", "Ġtemperature"),
-        "C": checkpoints.swapped(MODEL, base / "C", "Ġdegrees", "Ġanswer"),
+        "B": checkpoints.swapped(MODEL, base / "B", "Ġdegrees", "ĠElacas"),
+        "C": checkpoints.swapped(MODEL, base / "C", "It", "ĠCassul"),
     }
 
 
@@ -108,8 +111,8 @@ def probes(stack: EngineStack, client: WeightsClient, ckpts: dict[str, Path]) ->
     return answers
 
 
-def probe(stack: EngineStack) -> tuple[str, dict[str, Any]]:
-    body = json.dumps({"input": PROBE_INPUT, **SAMPLING}).encode()
+def probe(stack: EngineStack, conversation: list[dict[str, Any]] = PROBE_INPUT) -> tuple[str, dict[str, Any]]:
+    body = json.dumps({"input": conversation, **SAMPLING, "max_output_tokens": PROBE_TOKENS}).encode()
     request = urllib.request.Request(
         f"{stack.model_url}/v1/responses", data=body, headers={"Content-Type": "application/json"}
     )
@@ -132,25 +135,22 @@ def write_input(path: Path, copies: int) -> Path:
     turn only), so probes run all through the collection, under every version it sees."""
     example = ROOT / "resources_servers/example_single_tool_call/data/example.jsonl"
     rows = [json.loads(line) for line in example.read_text().splitlines() if line.strip()]
-    params = {**rows[0]["responses_create_params"], "input": PROBE_INPUT}
+    for row in rows:
+        row["responses_create_params"]["max_output_tokens"] = TOOL_TOKENS
+    params = {**rows[0]["responses_create_params"], "input": PROBE_INPUT, "max_output_tokens": PROBE_TOKENS}
     block = [*rows, {**rows[0], "responses_create_params": params, "probe": True}]
     path.write_text("".join(json.dumps(row) + "\n" for _ in range(copies) for row in block))
     return path
 
 
 def collect(stack: EngineStack, name: str, *, copies: int, parallel: int) -> subprocess.Popen[str]:
-    args = [
-        f"+agent_name={AGENT}",
-        f"+input_jsonl_fpath={write_input(stack.tmp / f'{name}_input.jsonl', copies)}",
-        f"+output_jsonl_fpath={stack.tmp / f'{name}.jsonl'}",
-        f"+num_samples_in_parallel={parallel}",
-        *(f"+responses_create_params.{key}={value}" for key, value in SAMPLING.items()),
-        f"+head_server_url={stack.process.head_url}",
-    ]
-    return subprocess.Popen(
-        [str(console_script("ng_collect_rollouts")), *args],
-        cwd=ROOT, env=stack.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-    )  # fmt: skip
+    return stack.collect(
+        name,
+        parallel=parallel,
+        max_tokens=None,  # per row: TOOL_TOKENS, PROBE_TOKENS
+        input_path=write_input(stack.tmp / f"{name}_input.jsonl", copies),
+        extra=[f"+responses_create_params.{key}={value}" for key, value in SAMPLING.items()],
+    )
 
 
 def finished(
@@ -172,7 +172,9 @@ def calls_of(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 def test_checkpoints_answer_differently_and_a_reload_restores_exactly(probes: dict[str, str]) -> None:
     assert len({probes["A"], probes["B"], probes["C"]}) == 3, probes
     assert probes["A again"] == probes["A"]
-    assert "degrees" in probes["A"]
+    assert "21 degrees celsius" in probes["A"]
+    assert "21 Elacas celsius" in probes["B"]
+    assert "Cassul is sunny" in probes["C"]
 
 
 def test_three_updates_during_a_collection_lose_and_mislabel_nothing(
@@ -204,7 +206,7 @@ def test_three_updates_during_a_collection_lose_and_mislabel_nothing(
         if row.get("probe")
     ]
     whole = [(call["start"], text) for call, text in probe_calls if call["start"] == call["end"]]
-    assert len(whole) >= 25
+    assert len(whole) >= 10
     for version, text in whole:
         assert text == probes[checkpoint_of[version]], (version, text)
     assert len({version for version, _ in whole}) >= 3  # probes answered under several versions
@@ -255,7 +257,7 @@ def test_bad_checkpoints_are_refused_and_change_nothing(
 
 
 def test_no_prefix_computed_under_old_weights_is_reused(
-    stack: EngineStack, client: WeightsClient, ckpts: dict[str, Path], probes: dict[str, str]
+    stack: EngineStack, client: WeightsClient, ckpts: dict[str, Path]
 ) -> None:
     key = admin_key(stack.process.head_url, "policy_model")
     assert key is not None
@@ -264,16 +266,17 @@ def test_no_prefix_computed_under_old_weights_is_reused(
     def hits() -> dict[str, float]:
         return {root: engine_counter(root, key, "vllm:prefix_cache_hits_total") for root in engines}
 
-    for _ in range(4):  # warm both engines' caches with the probe under version 7 (B)
-        probe(stack)
+    # The CPU engine caches whole blocks of 128 tokens: a prompt of several blocks, so a hit shows.
+    long_input = [{"role": "system", "content": " ".join([SYSTEM] * 8)}, *PROBE_INPUT[1:]]
+    for _ in range(4):  # warm both engines' caches with it under version 7 (B)
+        probe(stack, long_input)
     client.update(str(ckpts["C"]), version=8)
     seen: set[str] = set()
     repeat_hit = False
     for _ in range(6):
         before_hits, before_ok = hits(), stack.ok_requests()
-        text, stamp = probe(stack)
+        _, stamp = probe(stack, long_input)
         after_hits, after_ok = hits(), stack.ok_requests()
-        assert text == probes["C"]
         assert stamp["start"] == 8
         served = next(url for url in after_ok if after_ok[url] > before_ok.get(url, 0.0))
         root = served.removesuffix("/v1")

@@ -122,6 +122,14 @@ def engines() -> Iterator[tuple[list[StandIn], list[str], str]]:
         yield stand_ins, urls, url
 
 
+def failed_update(url: str, tmp_path: Path) -> dict[str, Any]:
+    """Update to checkpoint B (a good one); it must fail with 409: the error envelope."""
+    good = checkpoints.swapped(MODEL, tmp_path / "B", "Ġdegrees", "ĠElacas")
+    status, answer = admin(url, "/admin/weights/update", {"path": str(good), "version": 1})
+    assert status == 409, answer
+    return dict(answer["error"])
+
+
 def admin(url: str, route: str, body: Any = None, *, key: str = KEY) -> tuple[int, dict[str, Any]]:
     request = urllib.request.Request(
         f"{url}{route}",
@@ -140,11 +148,8 @@ def test_one_engine_failing_its_reload_puts_every_engine_back(
     engines: tuple[list[StandIn], list[str], str], tmp_path: Path
 ) -> None:
     stand_ins, roots, url = engines
-    good = checkpoints.swapped(MODEL, tmp_path / "B", "Ġdegrees", "Ġtemperature")
-    stand_ins[1].fail_reload_of = str(good)
-    status, answer = admin(url, "/admin/weights/update", {"path": str(good), "version": 1})
-    assert status == 409
-    error = answer["error"]
+    stand_ins[1].fail_reload_of = str(tmp_path / "B")
+    error = failed_update(url, tmp_path)
     assert (error["phase"], error["rolled_back"], error["version"]) == ("reload", True, 0)
     assert error["engine"] == roots[1]
     assert "every engine is back on version 0" in error["message"]
@@ -159,11 +164,9 @@ def test_a_phase_past_its_deadline_is_named_and_rolled_back(
 ) -> None:
     stand_ins, _roots, url = engines
     stand_ins[0].hang_pause = True
-    good = checkpoints.swapped(MODEL, tmp_path / "B", "Ġdegrees", "Ġtemperature")
-    status, answer = admin(url, "/admin/weights/update", {"path": str(good), "version": 1})
-    assert status == 409
-    assert answer["error"]["phase"] == "pause"
-    assert "no answer within 1 s" in answer["error"]["message"]
+    error = failed_update(url, tmp_path)
+    assert error["phase"] == "pause"
+    assert "no answer within 1 s" in error["message"]
     assert stand_ins[1].log[-1] == "resume"  # the engine that did pause is resumed
     assert admin(url, "/admin/weights")[1]["admitting"] is True
 
@@ -173,10 +176,7 @@ def test_engines_that_disagree_after_the_same_load_are_refused(
 ) -> None:
     stand_ins, _roots, url = engines
     stand_ins[1].odd_fingerprint = True
-    good = checkpoints.swapped(MODEL, tmp_path / "B", "Ġdegrees", "Ġtemperature")
-    status, answer = admin(url, "/admin/weights/update", {"path": str(good), "version": 1})
-    assert status == 409
-    assert answer["error"]["phase"] == "verify"
+    assert failed_update(url, tmp_path)["phase"] == "verify"
     assert all(one.holds == str(MODEL) for one in stand_ins)
 
 
@@ -184,7 +184,7 @@ def test_a_good_update_stamps_calls_and_a_wrong_key_is_refused(
     engines: tuple[list[StandIn], list[str], str], tmp_path: Path
 ) -> None:
     stand_ins, roots, url = engines
-    good = checkpoints.swapped(MODEL, tmp_path / "B", "Ġdegrees", "Ġtemperature")
+    good = checkpoints.swapped(MODEL, tmp_path / "B", "Ġdegrees", "ĠElacas")
     assert admin(url, "/admin/weights/update", {"path": str(good), "version": 1}, key="wrong")[0] == 401
     status, answer = admin(url, "/admin/weights/update", {"path": str(good), "version": 2, "mode": "wait"})
     assert status == 200

@@ -20,7 +20,7 @@ def test_the_embedded_model_reads_and_fits_itself() -> None:
 
 
 def test_a_swapped_copy_fits(tmp_path: Path) -> None:
-    swapped = Checkpoint.read(checkpoints.swapped(MODEL, tmp_path / "b", "Ġdegrees", "Ġtemperature"))
+    swapped = Checkpoint.read(checkpoints.swapped(MODEL, tmp_path / "b", "Ġdegrees", "ĠElacas"))
     assert swapped.differences(Checkpoint.read(MODEL)) == []
 
 
