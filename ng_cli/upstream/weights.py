@@ -123,6 +123,7 @@ class WeightUpdater:
         self._reference: Checkpoint | None = None
         self._lock = asyncio.Lock()
         self._pushing: list[_Engine] | None = None
+        self._sleeping = False
 
     # -- status --------------------------------------------------------------------------------
 
@@ -134,6 +135,7 @@ class WeightUpdater:
             "in_flight": len(self.versions.in_flight()),
             "updating": self._lock.locked(),
             "pushing": self._pushing is not None,
+            "sleeping": self._sleeping,
             "engines": [endpoint.root_url for endpoint in self.pool.endpoints],
             "fingerprint": self.fingerprint,
             "last_update": self.last,
@@ -328,12 +330,18 @@ class WeightUpdater:
             await self._all("wake_up", engines, lambda e: e.admin.wake_up(deadline_s=self.deadlines.reload_s))
             await self._all("resume", engines, lambda e: e.admin.resume(deadline_s=self.deadlines.resume_s))
         finally:
+            self._sleeping = False
             self.versions.open()
         return {"timings": {e.endpoint.root_url: e.timings for e in engines}}
 
     # -- the phases ----------------------------------------------------------------------------
 
     def _refuse_if_busy(self) -> None:
+        if self._sleeping:
+            raise WeightUpdateError(
+                "the engines are asleep (POST /admin/sleep): wake them first (POST /admin/wake_up)",
+                phase="admit",
+            )
         if self._lock.locked():
             raise WeightUpdateError(
                 "another weight update (or sleep, or tensor push) is in progress on this model server",

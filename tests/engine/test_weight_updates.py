@@ -349,3 +349,14 @@ def test_ng_status_shows_the_weight_version(stack: EngineStack) -> None:
     )  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr
     assert re.search(r"weights: policy_model version 8 \(\S+/C\), admitting", done.stdout), done.stdout
+
+
+def test_sleep_on_the_cpu_build_is_a_no_op_that_says_so(stack: EngineStack, client: WeightsClient) -> None:
+    slept = client.sleep(1)
+    assert "no-op" in slept["warning"]
+    assert client.status()["admitting"] is False  # drained and held until wake_up
+    woken = client.wake_up()
+    assert set(woken["timings"]) == {str(engine["url"]).removesuffix("/v1") for engine in stack.engines}
+    assert client.status()["admitting"] is True
+    _, stamp = probe(stack)
+    assert stamp["start"] == client.status()["version"]

@@ -57,12 +57,24 @@ class StandIn:
                 Route("/resume", self.resume, methods=["POST"]),
                 Route("/collective_rpc", self.rpc, methods=["POST"]),
                 Route("/reset_prefix_cache", self.reset, methods=["POST"]),
+                Route("/start_weight_update", self.logged("start"), methods=["POST"]),
+                Route("/update_weights", self.logged("update_weights"), methods=["POST"]),
+                Route("/finish_weight_update", self.logged("finish"), methods=["POST"]),
                 Route("/v1/chat/completions", self.chat, methods=["POST"]),
             ]
         )
 
     def fingerprint(self) -> str:
         return hashlib.sha256((self.holds + ("odd" if self.odd_fingerprint else "")).encode()).hexdigest()
+
+    def logged(self, what: str) -> Any:
+        async def route(request: Request) -> Response:
+            self.log.append(what)
+            if what == "update_weights":
+                self.holds = "pushed"
+            return JSONResponse({"message": what})
+
+        return route
 
     async def models(self, request: Request) -> Response:
         return JSONResponse({"data": [{"id": "models/tiny-weather", "object": "model"}]})
@@ -200,3 +212,38 @@ def test_a_good_update_stamps_calls_and_a_wrong_key_is_refused(
         completion = json.loads(reply.read())
     assert completion["weight_version"]["start"] == completion["weight_version"]["end"] == 2
     assert completion["choices"][0]["message"]["content"] == "held B"
+
+
+def test_a_tensor_push_gets_the_same_pause_version_and_cache_handling(
+    engines: tuple[list[StandIn], list[str], str],
+) -> None:
+    stand_ins, _roots, url = engines
+    status, begun = admin(url, "/admin/weights/begin", {"version": 3})
+    assert status == 200
+    assert begun["version"] == 3
+    assert admin(url, "/admin/weights")[1]["admitting"] is False  # calls wait while the trainer pushes
+    assert admin(url, "/admin/weights/begin", {"version": 4})[0] == 409  # one update at a time
+    status, pushed = admin(url, "/admin/weights/push/update_weights", {"update_info": {"names": ["w"]}})
+    assert status == 200
+    assert len(pushed["results"]) == 2
+    assert admin(url, "/admin/weights/push/collective_rpc", {})[0] == 409  # only the push routes
+    status, committed = admin(url, "/admin/weights/commit", {})
+    assert status == 200
+    assert committed["version"] == 3
+    state = admin(url, "/admin/weights")[1]
+    assert (state["version"], state["path"], state["admitting"]) == (3, None, True)
+    for one in stand_ins:
+        assert one.log == ["pause keep", "start", "update_weights", "finish", "reset", "resume"]
+
+
+def test_an_aborted_push_goes_back_to_the_checkpoint_on_disk(
+    engines: tuple[list[StandIn], list[str], str],
+) -> None:
+    stand_ins, _roots, url = engines
+    assert admin(url, "/admin/weights/begin", {"version": 3})[0] == 200
+    admin(url, "/admin/weights/push/update_weights", {"update_info": {}})
+    status, aborted = admin(url, "/admin/weights/abort", {})
+    assert status == 200
+    assert (aborted["version"], aborted["rolled_back"]) == (0, True)
+    assert all(one.holds == str(MODEL) and not one.paused for one in stand_ins)
+    assert admin(url, "/admin/weights")[1]["admitting"] is True
