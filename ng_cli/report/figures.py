@@ -63,6 +63,7 @@ def compute_figures(tally: Tally, info: RunInfo) -> Figures:
         "mean_reward": board.mean_reward(),
         "rollouts_per_s": info.rollouts_per_s,
         "elapsed_s": info.elapsed_s,
+        "weight_versions": tally.versions.as_dict(max_staleness=None),
     }
     plots = {
         "reward": _per_agent_histograms(tally, tally.reward, x_label="reward"),

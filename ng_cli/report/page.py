@@ -11,6 +11,7 @@ from importlib import resources
 from typing import Any
 
 from ng_cli.report.figures import Figures
+from ng_cli.rollouts.versions import describe_versions
 
 __all__ = ["page_end", "page_start"]
 
@@ -75,6 +76,9 @@ def _metrics(figures: Figures) -> str:
         breakdown.append("failures by class: " + _counts(totals["failures"]))
     if totals["incomplete"]:
         breakdown.append("incomplete responses by reason: " + _counts(totals["incomplete"]))
+    versions = describe_versions(totals.get("weight_versions"))
+    if versions is not None:
+        breakdown.append(versions)
     lines = "".join(f"<p>{escape(line)}</p>" for line in breakdown)
     return f'<section id="metrics"><h2>Run</h2><div class="cards">{card_html}</div>{lines}{_agent_table(figures)}</section>'
 

@@ -18,6 +18,7 @@ from ng_cli.report.conversation import first_user_text, model_turns
 from ng_cli.report.rows import Row
 from ng_cli.rollouts.metrics import Scoreboard
 from ng_cli.rollouts.results import Outcome
+from ng_cli.rollouts.versions import VersionTally
 
 __all__ = ["PROMPT_CHARS", "FailureRow", "Tally", "agent_of"]
 
@@ -59,10 +60,13 @@ class Tally:
     prompts: dict[int, str] = field(default_factory=dict)
     task_agent: dict[int, int] = field(default_factory=dict)
     failures: list[FailureRow] = field(default_factory=list)
+    versions: VersionTally = field(default_factory=VersionTally)
+    """The weight versions of the rollouts (`rollouts.versions`), when their calls were stamped."""
 
     def add(self, row: Row) -> None:
         """Count one readable row."""
         outcome = row.outcome
+        self.versions.add(outcome.weight_version)
         agent = self._agent_id(agent_of(row.data))
         response = row.data.get("response")
         self.task.append(outcome.task_index)

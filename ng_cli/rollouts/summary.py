@@ -9,6 +9,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ng_cli.rollouts.run import CollectResult
+from ng_cli.rollouts.versions import describe_versions
 
 __all__ = ["render_summary", "weight_versions_line"]
 
@@ -67,19 +68,11 @@ def _breakdowns(metrics: dict[str, Any]) -> list[Text]:
 
 
 def weight_versions_line(versions: dict[str, Any] | None) -> Text | None:
-    """`weights: rollouts by start version 0: 120, 1: 80; 14 span an update; 2 stale (max_staleness 0)`."""
-    if not versions:
+    """The run's weight versions in one line (`rollouts.versions.describe_versions`)."""
+    text = describe_versions(versions)
+    if text is None:
         return None
-    by_start = ", ".join(
-        f"{version}: {count}" for version, count in versions["rollouts_by_start_version"].items()
-    )
-    text = (
-        f"weights: rollouts by start version {by_start}; newest {versions['newest_version']}; "
-        f"{versions['spanning_an_update']} span an update (most updates lived through: {versions['max_staleness_seen']})"
-    )
-    if versions.get("max_staleness") is not None:
-        text += f"; {versions['stale']} stale (max_staleness {versions['max_staleness']})"
-    return Text(text, style="yellow" if versions.get("stale") else "")
+    return Text(text, style="yellow" if versions and versions.get("stale") else "")
 
 
 def _number(value: float | None) -> str:

@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["VersionTally", "row_versions"]
+__all__ = ["VersionTally", "describe_versions", "row_versions"]
 
 
 def row_versions(response: Any, *, max_staleness: int | None = None) -> dict[str, Any] | None:
@@ -79,3 +79,20 @@ class VersionTally:
             "max_staleness": max_staleness,
             "stale": self.stale,
         }
+
+
+def describe_versions(versions: Mapping[str, Any] | None) -> str | None:
+    """`weights: rollouts by start version 0: 120, 1: 80; newest 1; 14 span an update (...)`."""
+    if not versions:
+        return None
+    by_start = ", ".join(
+        f"{version}: {count}" for version, count in versions["rollouts_by_start_version"].items()
+    )
+    text = (
+        f"weights: rollouts by start version {by_start}; newest {versions['newest_version']}; "
+        f"{versions['spanning_an_update']} span an update (most updates lived through: {versions['max_staleness_seen']})"
+    )
+    if versions.get("max_staleness") is not None or versions.get("stale"):
+        limit = versions.get("max_staleness")
+        text += f"; {versions['stale']} stale" + (f" (max_staleness {limit})" if limit is not None else "")
+    return text
