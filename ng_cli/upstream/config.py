@@ -144,6 +144,8 @@ class WeightUpdateDeadlines(BaseModel):
     """Resetting the prefix cache."""
     resume_s: float = Field(default=30.0, gt=0)
     """Resuming generation."""
+    push_lease_s: float = Field(default=600.0, gt=0)
+    """A tensor push (`begin`) neither committed nor aborted by then is aborted, and calls flow again."""
 
 
 class VllmModelConfig(UpstreamConfig):

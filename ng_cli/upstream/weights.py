@@ -123,6 +123,8 @@ class WeightUpdater:
         self._reference: Checkpoint | None = None
         self._lock = asyncio.Lock()
         self._pushing: list[_Engine] | None = None
+        self._lease: asyncio.TimerHandle | None = None
+        self._lease_task: asyncio.Task[dict[str, Any]] | None = None
         self._sleeping = False
 
     # -- status --------------------------------------------------------------------------------
@@ -171,30 +173,33 @@ class WeightUpdater:
             return result
 
     async def restore(self, endpoint: Endpoint) -> str | None:
-        """Bring an engine that (re)joins to the current checkpoint; None when it holds it now."""
-        if self.path is None:
-            return (
-                None
-                if self.versions.version == 0
-                else "its weights were pushed, not loaded from disk: push again"
-            )
-        if self.path == self.boot_path and self.versions.version == 0:
+        """Bring an engine that (re)joins to the current checkpoint, resumed; None when it holds it now.
+
+        Waits for an update in progress (else it could load the checkpoint being replaced)."""
+        async with self._lock:
+            if self.path is None:
+                return (
+                    None
+                    if self.versions.version == 0
+                    else "its weights were pushed, not loaded from disk: push again"
+                )
+            admin = EngineAdmin(self.http, endpoint.root_url, headers=self.headers)
+            try:
+                if self.path != self.boot_path or self.versions.version != 0:
+                    fingerprint = await admin.reload(self.path, deadline_s=self.deadlines.reload_s)
+                    if self.fingerprint is not None and fingerprint != self.fingerprint:
+                        return f"its weights after loading version {self.versions.version} differ from the other engines'"
+                    await admin.reset_prefix_cache(deadline_s=self.deadlines.reset_s)
+                    logger.warning(
+                        "engine %s rejoined and loaded version %d (%s) before serving",
+                        endpoint.root_url, self.versions.version, self.path,
+                    )  # fmt: skip
+                await admin.resume(
+                    deadline_s=self.deadlines.resume_s
+                )  # an engine left paused by a failed resume
+            except PhaseError as error:
+                return f"could not load the current weights (version {self.versions.version}): {error.reason}"
             return None
-        admin = EngineAdmin(self.http, endpoint.root_url, headers=self.headers)
-        try:
-            fingerprint = await admin.reload(self.path, deadline_s=self.deadlines.reload_s)
-            await admin.reset_prefix_cache(deadline_s=self.deadlines.reset_s)
-        except PhaseError as error:
-            return f"could not load the current weights (version {self.versions.version}): {error.reason}"
-        if self.fingerprint is not None and fingerprint != self.fingerprint:
-            return f"its weights after loading version {self.versions.version} differ from the other engines'"
-        logger.warning(
-            "engine %s rejoined and loaded version %d (%s) before serving",
-            endpoint.root_url,
-            self.versions.version,
-            self.path,
-        )
-        return None
 
     # -- for trainers that push tensors --------------------------------------------------------
 
@@ -225,6 +230,9 @@ class WeightUpdater:
         self._pushing = engines
         self._push_version, self._push_mode, self._push_started = version, mode, time.perf_counter()
         self._push_in_flight = in_flight
+        self._lease = asyncio.get_running_loop().call_later(
+            self.deadlines.push_lease_s, self._lease_expired, engines
+        )
         return {
             "version": version,
             "engines": [e.endpoint.root_url for e in engines],
@@ -544,7 +552,18 @@ class WeightUpdater:
             raise WeightUpdateError("no tensor push is open: call begin first", phase="push")
         return self._pushing
 
+    def _lease_expired(self, engines: list[_Engine]) -> None:
+        """A push neither committed nor aborted in time: abort it, so calls are admitted again."""
+        if self._pushing is engines:
+            logger.error(
+                "tensor push to version %d neither committed nor aborted within %g s: aborting it",
+                self._push_version, self.deadlines.push_lease_s,
+            )  # fmt: skip
+            self._lease_task = asyncio.get_running_loop().create_task(self.abort())
+
     def _close_push(self) -> None:
+        if self._lease is not None:
+            self._lease.cancel()
         self._pushing = None
         self.versions.open()
         self._lock.release()

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -127,7 +128,7 @@ def engines() -> Iterator[tuple[list[StandIn], list[str], str]]:
             "return_token_id_information": False,
             "uses_reasoning_parser": False,
             "weight_updates": True,
-            "weight_update_deadlines": {"pause_s": 1.0},
+            "weight_update_deadlines": {"pause_s": 1.0, "push_lease_s": 2.0},
         }
         server = server_class(validate_block(server_class.config_class, block=block), name="policy_model")
         url = stack.enter_context(serve_in_thread(server.build_app()))
@@ -247,3 +248,16 @@ def test_an_aborted_push_goes_back_to_the_checkpoint_on_disk(
     assert (aborted["version"], aborted["rolled_back"]) == (0, True)
     assert all(one.holds == str(MODEL) and not one.paused for one in stand_ins)
     assert admin(url, "/admin/weights")[1]["admitting"] is True
+
+
+def test_a_push_left_open_is_aborted_when_its_lease_ends(
+    engines: tuple[list[StandIn], list[str], str],
+) -> None:
+    stand_ins, _roots, url = engines
+    assert admin(url, "/admin/weights/begin", {"version": 3})[0] == 200
+    deadline = time.monotonic() + 30
+    while admin(url, "/admin/weights")[1]["pushing"] and time.monotonic() < deadline:
+        time.sleep(0.1)
+    state = admin(url, "/admin/weights")[1]
+    assert (state["pushing"], state["admitting"], state["version"]) == (False, True, 0)
+    assert all(one.log[-1] == "resume" for one in stand_ins)
