@@ -1,6 +1,6 @@
 """Configs written to hurt, through the real console scripts: each is exit 2 with file:line, no traceback.
 
-Hostile YAML (3,000 levels of nesting, an alias bomb), a misspelt ng_run option, an entrypoint
+Hostile YAML (3,000 levels of nesting, an alias bomb, one of long strings), a misspelt ng_run option, an entrypoint
 that climbs out of its folder, and ng_test pointed at a system folder.
 """
 
@@ -57,6 +57,13 @@ def alias_bomb() -> str:
     return "\n".join(lines) + "\n"
 
 
+def long_string_bomb() -> str:
+    """About 100 KB that expand to 10 GB: few values (under the value bound), each 100 KB long."""
+    lines = ["s: &s " + "x" * 100_000, "l0: &l0 [" + ", ".join(["*s"] * 10) + "]"]
+    lines += [f"l{i}: &l{i} [" + ", ".join([f"*l{i - 1}"] * 10) + "]" for i in range(1, 5)]
+    return "\n".join(lines) + "\n"
+
+
 @pytest.mark.parametrize(
     ("text", "line", "message"),
     [
@@ -68,9 +75,13 @@ def alias_bomb() -> str:
         ),
         ("a: " + "[" * 3000 + "]" * 3000 + "\n", 1, "nesting deeper"),
         (alias_bomb(), 6, "aliases expand to more than"),
+        (long_string_bomb(), 3, "YAML expands to more than 4 MiB of text"),
     ],
+    ids=["nested-mappings", "nested-blocks", "nested-lists", "alias-bomb", "long-string-bomb"],
 )
-@pytest.mark.parametrize("command", [("ng_dump_config",), ("ng_run", "+dry_run=true")])
+@pytest.mark.parametrize(
+    "command", [("ng_dump_config",), ("ng_run", "+dry_run=true")], ids=["ng_dump_config", "ng_run"]
+)
 def test_hostile_yaml_is_refused_with_its_line(
     tmp_path: Path, text: str, line: int, message: str, command: tuple[str, ...]
 ) -> None:
