@@ -153,3 +153,14 @@ def test_ng_test_runs_only_server_folders_of_the_project(tmp_path: Path, entrypo
     stderr = refused(script("ng_test", f"+entrypoint={entrypoint}", cwd=tmp_path))
     assert "is not a server folder of this project" in stderr
     assert "resources_servers/example_single_tool_call" in stderr  # the hint lists real ones
+
+
+@pytest.mark.parametrize("name", ["head_server", "policy_model", "config_paths", "e" * 300])
+def test_ng_init_resources_server_refuses_reserved_and_overlong_names(tmp_path: Path, name: str) -> None:
+    root = tmp_path / "repo"
+    (root / "resources_servers").mkdir(parents=True)
+    stderr = refused(
+        script("ng_init_resources_server", f"+entrypoint=resources_servers/{name}", cwd=root, root=root)
+    )
+    assert "nothing was written" in stderr
+    assert list((root / "resources_servers").iterdir()) == []
