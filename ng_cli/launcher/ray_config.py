@@ -30,7 +30,7 @@ RAY_KEY = "ray"
 class RayConfig(BaseModel):
     """The `ray` block: the cluster to use and what runs on it as actors."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     address: str
     """`auto` (the cluster this machine belongs to, as `ray status` finds it), `ray://host:10001`

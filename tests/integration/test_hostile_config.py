@@ -164,3 +164,20 @@ def test_ng_init_resources_server_refuses_reserved_and_overlong_names(tmp_path: 
     )
     assert "nothing was written" in stderr
     assert list((root / "resources_servers").iterdir()) == []
+
+
+def test_non_finite_options_are_refused_before_anything_is_written(tmp_path: Path) -> None:
+    (tmp_path / "in.jsonl").write_text('{"responses_create_params": {"input": "hi"}}\n')
+    result = script(
+        "ng_collect_rollouts",
+        "+input_jsonl_fpath=in.jsonl",
+        "+output_jsonl_fpath=out.jsonl",
+        "+rollout_timeout_s=inf",
+        "+pass_threshold=nan",
+        "+agent_urls={a: 'http://127.0.0.1:9'}",
+        cwd=tmp_path,
+    )
+    stderr = refused(result)
+    assert "<command line>  rollout_timeout_s: expected a finite number, got inf" in stderr
+    assert "<command line>  pass_threshold: expected a finite number, got nan" in stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["empty-env.yaml", "in.jsonl"]
