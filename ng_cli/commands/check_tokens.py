@@ -26,7 +26,9 @@ Config keys this command reads (see docs/conversion.md, "Token-exact prompts"):
   tokenizer_path      the model's tokenizer directory, to spell diverging tokens (default: ids)
 A rollout drifts when a turn's prompt_token_ids do not start with the previous turn's
 prompt_token_ids + generation_token_ids; the first divergence is shown (turn, position, tokens).
-Exit codes: 0 no drift, 1 some rollout drifted, 2 unreadable input or bad options.
+A row whose token ids are not integers from 0 to 2^31-1 is listed as INVALID (item, position).
+Exit codes: 0 no drift, 1 some rollout drifted, 2 unreadable input (a line that is not JSON,
+a row with invalid token ids) or bad options.
 Example:
   ng_check_tokens +input_jsonl_fpath=results/out.jsonl"""
 
@@ -39,7 +41,7 @@ def check_tokens(
     config: ConfigFiles = None,
     verbose: Verbose = False,
 ) -> None:
-    """Print one line per rollout and the drift count; exit 1 when any rollout drifted."""
+    """Print one line per rollout and the drift count; exit 1 when any rollout drifted, 2 on invalid ids."""
     with composed_config(overrides, config, verbose=verbose) as composed:
         settings = check_tokens_config_from(composed)
         tokenizer = ChatTokenizer.load(settings.tokenizer_path) if settings.tokenizer_path else None

@@ -9,16 +9,22 @@ way NeMo Gym's `global_config.py` applies them:
     name: "${inherit_from:other.path}"          / "${copy:other.path}": the value as it is
     name: {_delete_key: "a, b", ...}            drop keys a and b (after inheriting, if both)
 
-Children are handled before their parent; every directive reads the tree as it was before any
-directive ran, so the order of keys does not matter. A path that is not in the tree is a
-config error naming the directive's file and line. The keys a directive brings in keep the
-"file:line" where they were written, so later errors still point at the real line.
+A directive reads the value at its path with that value's own directives applied, so a chain
+(`a` copies `b`, which inherits from `c`) ends with every link's keys; NeMo Gym reads the tree as
+it was before any directive ran and leaves such chains half-done (a TODO in its
+`_recursively_swap_keys_helper`). Moves are made once every value is known, so the order of keys
+does not matter and several directives may name the same source. A path that is not in the
+tree, a cycle (`a` copies `b`, which copies `a`; or a block that names itself or its parent) and
+a chain longer than `MAX_CHAIN` are config errors naming each directive's file and line. The
+keys a directive brings in keep the "file:line" where they were written, so later errors still
+point at the real line.
 """
 
 from __future__ import annotations
 
 import copy
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 from omegaconf import OmegaConf
@@ -26,12 +32,14 @@ from omegaconf import OmegaConf
 from ng_cli.config.sources import Sources, join_key, lookup_key
 from ng_cli.errors import ConfigError
 
-__all__ = ["DIRECTIVE_KEYS", "apply_directives"]
+__all__ = ["DIRECTIVE_KEYS", "MAX_CHAIN", "apply_directives"]
 
 INHERIT_KEY = "_inherit_from"
 COPY_KEY = "_copy"
 DELETE_KEY = "_delete_key"
 DIRECTIVE_KEYS = (INHERIT_KEY, COPY_KEY, DELETE_KEY)
+MAX_CHAIN = 100
+"""Most directives one value may pass through (`a` copies `b`, which copies `c`, ...)."""
 _STRING_FORMS = (("${inherit_from:", INHERIT_KEY), ("${copy:", COPY_KEY))
 _MISSING = object()
 
@@ -40,38 +48,150 @@ def apply_directives(tree: dict[str, Any], sources: Sources) -> tuple[dict[str, 
     """The tree with every directive applied, and sources that follow the keys they moved."""
     if not _has_directive(tree):
         return tree, sources
-    live = copy.deepcopy(tree)
-    brought: dict[str, str] = {}
-    _walk(live, "", live, tree, sources, brought)
-    return live, Sources.from_layers([brought, sources])
+    resolver = _Resolver(tree, sources)
+    resolved = resolver.value(tree, "")
+    for target in resolver.moved:
+        _remove(resolved, target)
+    return resolved, Sources.from_layers([resolver.brought, sources])
 
 
-def _walk(
-    node: dict[str, Any] | list[Any],
-    path: str,
-    root: dict[str, Any],
-    frozen: dict[str, Any],
-    sources: Sources,
-    brought: dict[str, str],
-) -> None:
-    items = list(node.items()) if isinstance(node, dict) else list(enumerate(node))
-    for key, value in items:
-        dotted = join_key(path, key)
-        to_delete = _pop_delete(value, dotted, sources) if isinstance(value, dict) else []
-        if isinstance(value, dict | list):
-            _walk(value, dotted, root, frozen, sources, brought)
-        directive = _directive(value)
+@dataclass(frozen=True)
+class _Link:
+    """One directive being applied: at `path`, of `kind`, naming `target`, written at `origin`."""
+
+    path: str
+    kind: str
+    target: str
+    origin: str | None
+
+    def __str__(self) -> str:
+        where = f" ({self.origin})" if self.origin else ""
+        return f"{self.path}.{self.kind}: {self.target}{where}"
+
+
+class _Resolver:
+    """Resolves the tree depth-first; a directive's target is resolved (memoised) before it."""
+
+    def __init__(self, frozen: dict[str, Any], sources: Sources) -> None:
+        self.frozen = frozen
+        self.sources = sources
+        self.brought: dict[str, str] = {}
+        """Dotted key -> origin of every key a directive brought in (chains included)."""
+        self.moved: list[str] = []
+        """The `_inherit_from` targets, removed once everything is resolved."""
+        self._done: dict[str, Any] = {}
+        self._active: list[_Link] = []
+
+    def value(self, raw: Any, path: str) -> Any:
+        """`raw` (the value written at `path`) with every directive in it applied."""
+        if path in self._done:
+            return copy.deepcopy(self._done[path])
+        directive = _directive(raw)
         if directive is not None:
-            kind, target = directive
-            value = _resolve(kind, target, value, dotted, root, frozen, sources, brought)
-            node[key] = value  # type: ignore[index]
-        for name in to_delete:
-            if not isinstance(value, dict) or name not in value:
+            resolved = self._apply(raw, path, *directive)
+        elif isinstance(raw, dict):
+            block = dict(raw)
+            leftover = _pop_delete(block, path, self.sources)
+            resolved = {key: self.value(child, join_key(path, key)) for key, child in block.items()}
+            self._delete(resolved, leftover, path)
+        elif isinstance(raw, list):
+            resolved = [self.value(child, join_key(path, index)) for index, child in enumerate(raw)]
+        else:
+            return raw
+        self._done[path] = resolved
+        return copy.deepcopy(resolved)
+
+    def _apply(self, raw: Any, path: str, kind: str, target: Any) -> Any:
+        link = _Link(
+            path, kind, target, self.sources.lookup(join_key(path, kind) if isinstance(raw, dict) else path)
+        )
+        where = f"{link.origin}  " if link.origin else ""
+        if not isinstance(target, str) or not target:
+            raise ConfigError(
+                f"{where}{path}.{kind}: expected a dotted path such as policy_model, got {target!r}"
+            )
+        self._check_chain(link)
+        self._active.append(link)
+        try:
+            found = self._at(target)
+        finally:
+            self._active.pop()
+        if found is _MISSING:
+            raise ConfigError(
+                f"{where}{path}: {kind} names '{target}', which is not in the composed config",
+                hint="the path is dotted from the top of the tree, e.g. my_agent.responses_api_agents.simple_agent",
+            )
+        if kind == INHERIT_KEY:
+            self.moved.append(target)  # a move; several may name the same source
+        for key, origin in list(self._under(target)):
+            self.brought[path + key[len(target) :]] = origin
+        if not isinstance(raw, dict):
+            return found
+        if not isinstance(found, dict):
+            raise ConfigError(
+                f"{where}{path}: {kind} '{target}' is not a mapping, so keys cannot be added to it"
+            )
+        block = {key: child for key, child in raw.items() if key != kind}
+        leftover = _pop_delete(block, path, self.sources)
+        local = {key: self.value(child, join_key(path, key)) for key, child in block.items()}
+        merged = OmegaConf.to_container(OmegaConf.merge(found, local), resolve=False)
+        assert isinstance(merged, dict)
+        self._delete(merged, leftover, path)
+        return merged
+
+    def _check_chain(self, link: _Link) -> None:
+        """ConfigError if `link` is already being applied (a cycle) or the chain is too long."""
+        first = self._active[0] if self._active else link
+        where = f"{first.origin}  " if first.origin else ""
+        for index, active in enumerate(self._active):
+            if active.path == link.path:
+                chain = " -> ".join(str(each) for each in self._active[index:])
                 raise ConfigError(
-                    f"{_at(sources, join_key(dotted, DELETE_KEY))}{dotted}.{DELETE_KEY}: no key '{name}' to delete",
+                    f"{where}{first.path}.{first.kind}: the directives form a cycle: {chain} -> {link.path}",
+                    hint="a value cannot be copied or inherited from itself, its own block or a block that names it",
+                )
+        if len(self._active) >= MAX_CHAIN:
+            raise ConfigError(
+                f"{where}{first.path}.{first.kind}: a chain of more than {MAX_CHAIN} directives "
+                f"({first} -> {self._active[1]} -> ... -> {link})",
+                hint="name the block the chain ends at directly",
+            )
+
+    def _at(self, target: str) -> Any:
+        """The resolved value at a dotted path: the first directive on the way is applied first."""
+        node: Any = self.frozen
+        path = ""
+        parts = target.split(".")
+        for depth, part in enumerate(parts):
+            if isinstance(node, dict) and part in node:
+                node = node[part]
+            elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
+                node = node[int(part)]
+            else:
+                return _MISSING
+            path = join_key(path, part)
+            if _directive(node) is not None and depth < len(parts) - 1:
+                return lookup_key(self.value(node, path), ".".join(parts[depth + 1 :]), _MISSING)
+        return self.value(node, path)
+
+    def _under(self, dotted: str) -> Iterator[tuple[str, str]]:
+        """Origins of the keys under `dotted`: written there, else brought there by a directive."""
+        prefix = dotted + "."
+        for key, origin in self.brought.items():
+            if key.startswith(prefix) and key not in self.sources:
+                yield key, origin
+        for key in self.sources:
+            if key.startswith(prefix):
+                yield key, self.sources[key]
+
+    def _delete(self, block: Any, names: list[str], path: str) -> None:
+        for name in names:
+            if not isinstance(block, dict) or name not in block:
+                raise ConfigError(
+                    f"{_at(self.sources, join_key(path, DELETE_KEY))}{path}.{DELETE_KEY}: no key '{name}' to delete",
                     hint="_delete_key removes keys of its own block only (after that block's _inherit_from or _copy)",
                 )
-            del value[name]
+            del block[name]
 
 
 def _pop_delete(block: dict[str, Any], dotted: str, sources: Sources) -> list[str]:
@@ -91,7 +211,7 @@ def _pop_delete(block: dict[str, Any], dotted: str, sources: Sources) -> list[st
     return sorted(names)
 
 
-def _directive(value: Any) -> tuple[str, str] | None:
+def _directive(value: Any) -> tuple[str, Any] | None:
     if isinstance(value, str):
         for prefix, kind in _STRING_FORMS:
             if value.startswith(prefix) and value.endswith("}"):
@@ -104,56 +224,11 @@ def _directive(value: Any) -> tuple[str, str] | None:
     return None
 
 
-def _resolve(
-    kind: str,
-    target: Any,
-    value: Any,
-    dotted: str,
-    root: dict[str, Any],
-    frozen: dict[str, Any],
-    sources: Sources,
-    brought: dict[str, str],
-) -> Any:
-    where = _at(sources, join_key(dotted, kind) if isinstance(value, dict) else dotted)
-    if not isinstance(target, str) or not target:
-        raise ConfigError(
-            f"{where}{dotted}.{kind}: expected a dotted path such as policy_model, got {target!r}"
-        )
-    found = lookup_key(frozen, target, _MISSING)
-    if found is _MISSING:
-        raise ConfigError(
-            f"{where}{dotted}: {kind} names '{target}', which is not in the composed config",
-            hint="the path is dotted from the top of the tree, e.g. my_agent.responses_api_agents.simple_agent",
-        )
-    if kind == INHERIT_KEY:
-        _remove(root, target)  # a move; several may name the same source
-    for key, origin in _under(sources, target):
-        brought[dotted + key[len(target) :]] = origin
-    inherited = copy.deepcopy(found)
-    if not isinstance(value, dict):
-        return inherited
-    local = {key: child for key, child in value.items() if key != kind}
-    if not isinstance(inherited, dict):
-        raise ConfigError(
-            f"{where}{dotted}: {kind} '{target}' is not a mapping, so keys cannot be added to it"
-        )
-    merged = OmegaConf.to_container(OmegaConf.merge(inherited, local), resolve=False)
-    assert isinstance(merged, dict)
-    return merged
-
-
 def _remove(tree: dict[str, Any], dotted: str) -> None:
     *parents, last = dotted.split(".")
     parent = lookup_key(tree, ".".join(parents), _MISSING) if parents else tree
     if isinstance(parent, dict):
         parent.pop(last, None)
-
-
-def _under(sources: Sources, dotted: str) -> Iterator[tuple[str, str]]:
-    prefix = dotted + "."
-    for key in sources:
-        if key.startswith(prefix):
-            yield key, sources[key]
 
 
 def _has_directive(node: Any) -> bool:

@@ -8,8 +8,10 @@ depth-first, an included file before the file that includes it, each file once.
 
 Before anything is built, one pass over the parser's events (a state machine, not recursion)
 refuses hostile shapes with file:line: nesting deeper than `MAX_DEPTH` (PyYAML's composer and
-every later walk are recursive) and aliases that expand past `MAX_EXPANDED_NODES` (a "billion
-laughs" bomb is a few lines that expand to 10^9 nodes).
+every later walk are recursive) and aliases that expand past `MAX_EXPANDED_NODES` values (a
+"billion laughs" bomb is a few lines that expand to 10^9 nodes) or `MAX_EXPANDED_BYTES` of text
+(a thousand aliases of one 100 KB string are few values, but every later step -- interpolation,
+masking secrets by value, dumping -- goes through 100 MB).
 """
 
 from __future__ import annotations
@@ -44,6 +46,9 @@ MAX_DEPTH = 100
 """Deepest nesting of mappings and lists a config file may have; real configs stay under 15."""
 MAX_EXPANDED_NODES = 200_000
 """Most values a file may expand to with its aliases resolved; real configs have a few thousand."""
+MAX_EXPANDED_BYTES = 4 * 2**20
+"""Most text (scalars, in characters) a file may expand to with its aliases resolved; real configs
+have tens of KB, and dumping 4 MiB already takes PyYAML's emitter seconds."""
 
 
 class Include(NamedTuple):
@@ -176,11 +181,12 @@ def _parse(text: str, name: str) -> tuple[yaml.Node | None, Any]:
 def _check_shape(text: str, name: str) -> None:
     """ConfigError (file:line) for nesting deeper than MAX_DEPTH or aliases expanding too far.
 
-    Sizes are summed as the events stream by: a closed anchored node's expanded size is kept,
-    and each alias adds it, so the check is linear in the text even for an alias bomb.
+    Sizes (values and characters) are summed as the events stream by: a closed anchored node's
+    expanded size is kept, and each alias adds it, so the check is linear in the text even for an
+    alias bomb.
     """
-    open_nodes: list[list[Any]] = [[0, None]]  # [expanded size so far, anchor]
-    anchored: dict[str, int] = {}
+    open_nodes: list[_Expanded] = [_Expanded(None)]
+    anchored: dict[str, tuple[int, int]] = {}
     try:
         for event in yaml.parse(text, Loader=_Loader):
             line = event.start_mark.line + 1 if event.start_mark else 1
@@ -190,26 +196,47 @@ def _check_shape(text: str, name: str) -> None:
                         f"{name}:{line}  nesting deeper than {MAX_DEPTH} levels",
                         hint="a config this deep is not hand-written; check how the file was generated",
                     )
-                open_nodes.append([1, event.anchor])
+                open_nodes.append(_Expanded(event.anchor))
                 continue
             if isinstance(event, yaml.CollectionEndEvent):
-                size, anchor = open_nodes.pop()
+                closed = open_nodes.pop()
+                size, anchor = (closed.values, closed.chars), closed.anchor
             elif isinstance(event, yaml.AliasEvent):
-                size, anchor = anchored.get(event.anchor or "", 1), None
+                size, anchor = anchored.get(event.anchor or "", (1, 0)), None
             elif isinstance(event, yaml.ScalarEvent):
-                size, anchor = 1, event.anchor
+                size, anchor = (1, len(event.value)), event.anchor
             else:
                 continue
             if anchor:
                 anchored[anchor] = size
-            open_nodes[-1][0] += size
-            if open_nodes[-1][0] > MAX_EXPANDED_NODES:
-                raise ConfigError(
-                    f"{name}:{line}  YAML aliases expand to more than {MAX_EXPANDED_NODES} values",
-                    hint="an alias of an alias of ... (a YAML bomb) is refused; write the values out",
-                )
+            open_nodes[-1].add(*size, name=name, line=line)
     except yaml.YAMLError:
         return  # the composer reports syntax errors with their position
+
+
+class _Expanded:
+    """The expanded size of one open collection: values and characters, aliases resolved."""
+
+    def __init__(self, anchor: str | None) -> None:
+        self.anchor = anchor
+        self.values = 1
+        self.chars = 0
+
+    def add(self, values: int, chars: int, *, name: str, line: int) -> None:
+        """Count a closed child; ConfigError at `name:line` once past either bound."""
+        self.values += values
+        self.chars += chars
+        hint = "an alias of an alias of ... (a YAML bomb) is refused; write the values out"
+        if self.values > MAX_EXPANDED_NODES:
+            raise ConfigError(
+                f"{name}:{line}  YAML aliases expand to more than {MAX_EXPANDED_NODES} values", hint=hint
+            )
+        if self.chars > MAX_EXPANDED_BYTES:
+            raise ConfigError(
+                f"{name}:{line}  YAML expands to more than {MAX_EXPANDED_BYTES // 2**20} MiB of text "
+                "(aliases resolved)",
+                hint=hint,
+            )
 
 
 def _describe_yaml_error(exc: yaml.MarkedYAMLError, name: str) -> str:

@@ -51,7 +51,8 @@ M = TypeVar("M", bound=BaseModel)
 
 
 class _ConfigModel(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+    # allow_inf_nan=False: `read_timeout_s: .inf` would be a limit that never holds
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True, allow_inf_nan=False)
 
     nemo_gym_keys: ClassVar[dict[str, NemoGymKey]] = {}
     """NeMo Gym keys accepted at their default with a warning (see `ng_cli.config.nemo_gym`)."""

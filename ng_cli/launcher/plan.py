@@ -9,6 +9,7 @@ Pure and printable: `ng_run +dry_run=true` shows it, unit tests check it.
 
 from __future__ import annotations
 
+import math
 import os
 import secrets as _random
 import sys
@@ -490,7 +491,7 @@ def _check_port_clashes(processes: tuple[ServerPlan, ...]) -> None:
 def read_seconds(config: ComposedConfig, key: str, default: float) -> float:
     """A positive duration from the config, or a ConfigError naming the key and where it was set."""
     value = config.get(key, default)
-    if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < math.inf:
         raise ConfigError(
             f"{_at(config.sources.lookup(key))}{key}: expected a positive number of seconds, got {value!r}"
         )

@@ -37,7 +37,8 @@ __all__ = ["RayBackend", "RayChild"]
 
 _CALL_TIMEOUT_S = 30.0
 _REACH_TIMEOUT_S = 3.0
-_LOOPBACK = ("127.0.0.1", "localhost", "::1", "0.0.0.0", "::", "")
+_LOOPBACK = ("127.0.0.1", "localhost", "::1")
+_ANY = ("0.0.0.0", "::", "")
 
 
 class RayBackend:
@@ -201,7 +202,7 @@ class RayBackend:
 
     def _address(self, spec: EngineSpec, actor: Any, node: dict[str, Any]) -> EngineSpec:
         """The engine on its node: the node's address, ports free there, its group's coordinator."""
-        host = node["ip"] if spec.host in _LOOPBACK else spec.host
+        host = node["ip"] if spec.host in (*_LOOPBACK, *_ANY) else spec.host
         group_key = (spec.instance, spec.group)
         wants_rpc = spec.rpc_port == 0 and group_key not in self._group_ports
         port = spec.port
@@ -237,16 +238,27 @@ class RayBackend:
     # -- servers ---------------------------------------------------------------------------------
 
     def listen(self, name: str, host: str, port: int, num_cpus: float) -> tuple[str, int]:
-        """A server actor binds its socket on its node; the address the others will use comes back."""
+        """A server actor binds its socket on its node; the address the others will use comes back.
+
+        A loopback `host` stays loopback (`ray.servers_listen_on: loopback`, the default): the
+        actor is then pinned to ng_run's own node, where the head server, the other servers and
+        the collector reach it. `node` (or a `host` of 0.0.0.0) binds the node's address."""
         from ng_cli.launcher.ray_actors import ProcessHost
 
         assert self.placement is not None
         actor_name = self.placement.server_actor(name)
-        actor = ProcessHost.options(name=actor_name, num_cpus=num_cpus).remote(name)
+        on_loopback = host in _LOOPBACK and self.config.servers_listen_on == "loopback"
+        options: dict[str, Any] = {"name": actor_name, "num_cpus": num_cpus}
+        if on_loopback:
+            from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+            ours = self.ray.get_runtime_context().get_node_id()
+            options["scheduling_strategy"] = NodeAffinitySchedulingStrategy(node_id=ours, soft=False)
+        actor = ProcessHost.options(**options).remote(name)
         self.actors.append(actor)
         self._actor_names.append(actor_name)
         node = self._call(actor.node.remote(), name, "start its actor", self.config.placement_timeout_s)
-        bind_host = node["ip"] if host in _LOOPBACK else host
+        bind_host = host if on_loopback or host not in (*_LOOPBACK, *_ANY) else node["ip"]
         bound = self._call(actor.listen.remote(bind_host, port), name, f"bind {bind_host}:{port}")
         self._servers[name] = (actor, actor_name, node)
         return bind_host, int(bound)

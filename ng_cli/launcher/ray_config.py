@@ -3,6 +3,7 @@
     ray:
       address: auto              # auto | ray://head:10001 | host:6379 | local (a private cluster)
       servers: [my_env]          # server instances run as actors: a list, `all`, or {name: num_cpus}
+      servers_listen_on: loopback  # loopback (on ng_run's node) | node (the node's network address)
       server_num_cpus: 1         # CPUs each server actor asks for (a mapping above overrides it)
       engine_num_cpus: 1         # CPUs per placement-group bundle of an engine
       expert_groups_may_span: false
@@ -16,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from ng_cli.config.compose import ComposedConfig
 from ng_cli.config.secrets import is_secret_key
@@ -30,7 +31,7 @@ RAY_KEY = "ray"
 class RayConfig(BaseModel):
     """The `ray` block: the cluster to use and what runs on it as actors."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     address: str
     """`auto` (the cluster this machine belongs to, as `ray status` finds it), `ray://host:10001`
@@ -40,6 +41,11 @@ class RayConfig(BaseModel):
     servers: Literal["all", "none"] | list[str] | dict[str, float] = "none"
     """Server instances that run as Ray actors: `all`, a list of names, or {name: num_cpus}.
     Engines always run as actors when `ray` is set."""
+    servers_listen_on: Literal["loopback", "node"] = "loopback"
+    """Where server actors whose `host` is loopback (the default 127.0.0.1) listen: `loopback`
+    keeps them there, as ng_run's own children, so the actors run on ng_run's node; `node` binds
+    the node's network address instead (actors may then run on any node, and anyone who can reach
+    the node can call them). A server with another `host` listens there either way."""
     server_num_cpus: float = Field(default=1.0, gt=0)
     """CPUs each server actor asks for (unless `servers` maps the name to its own number)."""
     engine_num_cpus: float = Field(default=1.0, gt=0)
@@ -82,6 +88,20 @@ class RayConfig(BaseModel):
                 "through the object store)"
             )
         return value
+
+    @model_validator(mode="after")
+    def _loopback_needs_our_node(self) -> RayConfig:
+        if (
+            self.address.startswith("ray://")
+            and self.servers != "none"
+            and self.servers_listen_on == "loopback"
+        ):
+            raise ValueError(
+                "servers_listen_on: loopback runs the server actors on ng_run's node, and a Ray Client "
+                "connection (ray://) does not make ng_run's machine a node; set servers_listen_on: node "
+                "(the servers then listen on their node's network address) or connect with auto or host:6379"
+            )
+        return self
 
     @property
     def is_local(self) -> bool:

@@ -23,7 +23,7 @@ import orjson
 from ng_cli.outputs import check_outputs, reads, write_atomically, writes
 from ng_cli.report.conversation import compact
 from ng_cli.report.figures import RunInfo, compute_figures, task_columns
-from ng_cli.report.page import page_end, page_start
+from ng_cli.report.page import page_end, page_start, script_json
 from ng_cli.report.rows import Problems, read_rows
 from ng_cli.report.tally import Tally
 from ng_cli.rollouts.failures import read_failures
@@ -180,7 +180,7 @@ def _write_page(output: Path, start: str, data: dict[str, Any], chunks: IO[bytes
     with write_atomically(output) as (file,):
         file.write(start.encode())
         file.write(b'<script id="ng-data" type="application/json">')
-        file.write(orjson.dumps(data).replace(b"</", b"<\\/"))
+        file.write(script_json(data))
         file.write(b'</script><script id="ng-chunks" type="application/json">[')
         chunks.seek(0)
         shutil.copyfileobj(chunks, file)

@@ -1,7 +1,8 @@
 """The report's HTML around the data: header, notes, metrics, plots, and the browser's shell.
 
 Everything is inlined (styles, script, SVG); nothing is fetched at view time. Values that come
-from the data are escaped here; the script sets its texts with `textContent`.
+from the data are escaped here, for HTML text and for the JSON data blocks (`script_json`); the
+script sets its texts with `textContent`.
 """
 
 from __future__ import annotations
@@ -10,10 +11,12 @@ from html import escape
 from importlib import resources
 from typing import Any
 
+import orjson
+
 from ng_cli.report.figures import Figures
 from ng_cli.rollouts.versions import describe_versions
 
-__all__ = ["page_end", "page_start"]
+__all__ = ["page_end", "page_start", "script_json"]
 
 _PLOTS = (
     ("reward", "Reward distribution per agent"),
@@ -47,6 +50,17 @@ def page_start(*, source: str, figures: Figures, notes: list[str], threshold: fl
 def page_end() -> str:
     """The script, after the data blocks."""
     return f"</main><script>{_asset('report.js')}</script></body></html>\n"
+
+
+def script_json(data: Any) -> bytes:
+    """`data` as JSON that HTML reads as plain text inside `<script type="application/json">`.
+
+    HTML's script-data states end the block at `</script`, and after `<!--` a `<script` makes
+    the parser skip the block's own `</script>`, so the rest of the page, the page's script too,
+    becomes script text (a prompt holding `<!--<script` left every table empty). JSON has `<` only
+    inside strings, where `\\u003c` reads back as `<`; with no `<` none of the three can occur.
+    """
+    return orjson.dumps(data).replace(b"<", b"\\u003c")
 
 
 def _notes(notes: list[str]) -> str:

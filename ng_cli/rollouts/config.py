@@ -14,6 +14,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from ng_cli.config.command_options import refuse_non_finite
 from ng_cli.config.compose import ComposedConfig
 from ng_cli.config.sources import COMMAND_LINE
 from ng_cli.errors import ConfigError
@@ -96,6 +97,7 @@ def collect_config_from(composed: ComposedConfig) -> CollectConfig:
     """Pick the collection keys out of the composed tree; a bad value is a ConfigError naming it."""
     _reject_near_misses(composed)
     values = {key: composed.tree[key] for key in _FIELDS if composed.tree.get(key) is not None}
+    refuse_non_finite(values, composed.sources)
     if "head_server_url" not in values:
         values["head_server_url"] = _head_url_from(composed.get("head_server"))
     try:

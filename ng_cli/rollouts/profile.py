@@ -26,6 +26,7 @@ from typing import Any
 import orjson
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
+from ng_cli.config.command_options import refuse_non_finite
 from ng_cli.config.compose import ComposedConfig
 from ng_cli.errors import ConfigError, DataError
 from ng_cli.outputs import check_outputs, reads, write_atomically, writes
@@ -129,6 +130,7 @@ def profile_config_from(config: ComposedConfig) -> ProfileConfig:
         if close and close[0] != key:
             raise ConfigError(f"{key}: unknown option", hint=f"did you mean +{close[0]}=...?")
     values = {key: config.tree[key] for key in ProfileConfig.model_fields if config.tree.get(key) is not None}
+    refuse_non_finite(values, config.sources)
     try:
         return ProfileConfig.model_validate(values)
     except ValidationError as exc:

@@ -23,10 +23,48 @@ from pathlib import Path, PurePosixPath
 
 from ng_cli.errors import ConfigError
 
-__all__ = ["RESOURCES_SERVERS", "NewEnvironment", "init_resources_server", "parse_entrypoint"]
+__all__ = [
+    "MAX_NAME_LENGTH",
+    "RESERVED_NAMES",
+    "RESOURCES_SERVERS",
+    "NewEnvironment",
+    "init_resources_server",
+    "parse_entrypoint",
+]
 
 RESOURCES_SERVERS = "resources_servers"
 _NAME = re.compile(r"[a-z][a-z0-9_]*")
+MAX_NAME_LENGTH = 64
+"""Longest environment name: it names a folder, a file and instances; file names stop at 255 bytes."""
+RESERVED_NAMES = frozenset(
+    {
+        # the config tree's own keys, and what the shipped configs interpolate from env.yaml
+        *("config_paths", "dotenv_path", "entrypoint", "head_server", "head_server_url", "ray"),
+        *("policy_model", "policy_base_url", "policy_api_key", "policy_model_name"),
+        # the commands' options (tests/unit/scaffold checks that every command's are listed)
+        *("dry_run", "ready_file", "ready_timeout_s", "verbose", "show_sources", "should_validate_data"),
+        *("input_jsonl_fpath", "output_jsonl_fpath", "output_html_fpath", "output_dirpath"),
+        *("rollouts_jsonl_fpath", "tokenizer_path", "agent_name", "agent_urls", "limit", "mode", "split"),
+        *("num_repeats", "num_repeats_add_seed", "num_samples_in_parallel", "responses_create_params"),
+        *("rollout_timeout_s", "max_attempts", "retry_backoff_s", "retry_max_backoff_s", "overwrite"),
+        *("pass_threshold", "progress_interval_s", "report", "keep_pass_rate", "count_failures_as_zero"),
+        *("model_server", "path", "version", "timeout_s"),
+        # NeMo Gym's reserved top-level keys (global_config.py), never server instances there
+        *("default_host", "disallowed_ports", "head_server_deps", "python_version", "pip_install_verbose"),
+        *(
+            "use_absolute_ip",
+            "uv_pip_set_python",
+            "skip_venv_if_present",
+            "hf_token",
+            "ray_head_node_address",
+        ),
+        *("port_range_low", "port_range_high", "uv_cache_dir", "uv_venv_dir", "nemo_gym_log_dir"),
+        *("json", "query", "observability_enabled", "model_call_capture_dir", "component_name"),
+    }
+)
+"""Top-level config keys with a meaning of their own: the environment's instance, written under
+its name, would merge into that key (`head_server`, `policy_model`) or be read as a command's
+option (`limit`)."""
 _HINT = "ng_init_resources_server +entrypoint=resources_servers/<name>   (name: lower_snake_case)"
 _FILES = {
     "app.py": "app.py.tmpl",
@@ -77,11 +115,23 @@ def parse_entrypoint(entrypoint: object, *, root: Path) -> str:
             f"entrypoint: {raw!r} is not a folder directly under {RESOURCES_SERVERS}/", hint=_HINT
         )
     name = parts[1]
+    if len(name) > MAX_NAME_LENGTH:
+        raise ConfigError(
+            f"entrypoint: the environment name is {len(name)} characters long; at most {MAX_NAME_LENGTH} "
+            "(it names a folder, a config file and the config's instances); nothing was written",
+            hint=_HINT,
+        )
     if not _NAME.fullmatch(name) or keyword.iskeyword(name):
         raise ConfigError(
             f"entrypoint: {name!r} is not a valid environment name: it must be a lower_snake_case "
             "Python identifier (it names the config's instances and the server's module)",
             hint=_HINT,
+        )
+    if name in RESERVED_NAMES:
+        raise ConfigError(
+            f"entrypoint: {name!r} is a reserved top-level config key: the environment's instance, "
+            "written under its name, would collide with it; nothing was written",
+            hint=f"choose another name, e.g. {name}_env",
         )
     return name
 

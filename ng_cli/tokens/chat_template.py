@@ -162,7 +162,8 @@ class ChatTokenizer:
 
     def token_text(self, token_id: int) -> str:
         """One token as the vocabulary spells it (for drift reports)."""
-        return str(self._tokenizer.id_to_token(token_id))
+        text = self._tokenizer.id_to_token(token_id)
+        return "<not in the vocabulary>" if text is None else str(text)
 
 
 def _compile(template: str, source: str) -> Any:

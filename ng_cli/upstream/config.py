@@ -321,15 +321,30 @@ def root_url_of(base_url: str) -> str:
 
 
 def checked_url(url: str) -> str:
-    """`url` without a trailing slash; ValueError unless it is an http(s) URL without query.
+    """`url` in one spelling per endpoint; ValueError unless it is an http(s) URL without query.
 
-    A `user:password@` is kept (sent as basic auth, see `userinfo`); messages show it masked."""
+    The host is lower-cased and the scheme's default port and a trailing slash dropped, so one
+    endpoint written two ways is seen as listed twice (else it gets two pool entries and every
+    metric series twice). A `user:password@` is kept (sent as basic auth, see `userinfo`);
+    messages show it masked."""
     parts = urlsplit(url.strip())
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise ValueError(f"expected an http(s) URL such as http://localhost:8000/v1, got {mask_url(url)!r}")
     if parts.query or parts.fragment:
         raise ValueError(f"base_url must not have a query or fragment, got {mask_url(url)!r}")
-    return urlunsplit(parts._replace(path=parts.path.rstrip("/")))
+    try:
+        port = parts.port
+    except ValueError:
+        raise ValueError(f"the port must be a number from 1 to 65535, got {mask_url(url)!r}") from None
+    host = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
+    if port is not None and port != _DEFAULT_PORTS[parts.scheme]:
+        host = f"{host}:{port}"
+    userinfo = parts.netloc.rpartition("@")[0]
+    netloc = f"{userinfo}@{host}" if "@" in parts.netloc else host
+    return urlunsplit(parts._replace(netloc=netloc, path=parts.path.rstrip("/")))
+
+
+_DEFAULT_PORTS = {"http": 80, "https": 443}
 
 
 def _with_v1(url: str) -> str:

@@ -5,7 +5,11 @@ follows without a restart. The file holds one URL per line (blank lines and `#` 
 skipped). It is checked every `check_interval_s` by modification time and re-read when that
 changes. A missing or empty file means "being rotated": the last URLs stay in use for
 `stale_grace_s`, then they are given up (requests answer 503 naming the file). A file whose
-content is not a list of http(s) URLs is reported and ignored; the last good URLs stay.
+content is not a list of http(s) URLs (or lists one endpoint with two passwords) is logged as an
+error once per change and ignored: the last good URLs stay in use for as long as it lasts,
+since a half-written or garbled file says nothing about the engines being gone. A URL listed
+twice is served once (else it gets two pool entries and two of every metric series), with a
+warning.
 """
 
 from __future__ import annotations
@@ -18,6 +22,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from ng_cli.upstream.userinfo import without_userinfo
+
 __all__ = ["EndpointFile", "parse_endpoint_urls"]
 
 logger = logging.getLogger("ng_cli.upstream")
@@ -25,8 +31,31 @@ logger = logging.getLogger("ng_cli.upstream")
 
 def parse_endpoint_urls(text: str, check: Callable[[str], str]) -> list[str]:
     """The URLs listed in `text`, each passed through `check` (which raises ValueError)."""
-    lines = (line.split("#", 1)[0].strip() for line in text.splitlines())
-    return [check(line) for line in lines if line]
+    return [url for _, url in _numbered_urls(text, check)]
+
+
+def _numbered_urls(text: str, check: Callable[[str], str]) -> list[tuple[int, str]]:
+    lines = ((number, line.split("#", 1)[0].strip()) for number, line in enumerate(text.splitlines(), 1))
+    return [(number, check(line)) for number, line in lines if line]
+
+
+def _unique(numbered: list[tuple[int, str]], path: Path) -> list[str]:
+    """Each endpoint once, in file order; ValueError if one is listed with different credentials."""
+    first: dict[str, str] = {}
+    again: list[str] = []
+    for number, url in numbered:
+        name = without_userinfo(url)
+        if name not in first:
+            first[name] = url
+        elif first[name] != url:
+            raise ValueError(f"line {number} lists {name} again with other credentials")
+        else:
+            again.append(f"{name} (line {number})")
+    if again:
+        logger.warning(
+            "endpoint file %s lists %s again; each endpoint is served once", path, " and ".join(again)
+        )
+    return list(first.values())
 
 
 class EndpointFile:
@@ -51,20 +80,18 @@ class EndpointFile:
         self._mtime_ns: int | None = None
         self._missing_since: float | None = None
         self._is_stale = False
+        self._last_urls: list[str] = []
         self._task: asyncio.Task[None] | None = None
 
     def read(self) -> list[str] | None:
-        """The URLs now in the file, or None when it is missing, empty or unreadable."""
+        """The URLs now in the file, or None when it is missing, empty or unreadable.
+
+        ValueError when it holds something other than http(s) URLs (UnicodeDecodeError is one)."""
         try:
             text = self.path.read_text(encoding="utf-8")
         except OSError:
             return None
-        try:
-            urls = parse_endpoint_urls(text, self.check_url)
-        except ValueError as error:
-            logger.warning("endpoint file %s ignored: %s", self.path, error)
-            return None
-        return urls or None
+        return _unique(_numbered_urls(text, self.check_url), self.path) or None
 
     def check(self, *, now: float | None = None) -> None:
         """One check: report new URLs, or count the time the file has been unpublished."""
@@ -77,13 +104,29 @@ class EndpointFile:
         if mtime_ns == self._mtime_ns and self._missing_since is None:
             return
         self._mtime_ns = mtime_ns
-        urls = self.read()
+        try:
+            urls = self.read()
+        except ValueError as error:
+            self._missing_since = None  # published, though unusable: no rotation to wait for
+            logger.error(
+                "endpoint file %s ignored: %s; %s until it lists URLs again", self.path, error, self._kept()
+            )
+            return
         if urls is None:
             self._unpublished(now)
             return
         self._missing_since = None
         self._is_stale = False
+        self._last_urls = urls
         self.on_urls(urls)
+
+    def _kept(self) -> str:
+        """What is served while the file is unusable (passwords taken out)."""
+        if self._is_stale:
+            return "no endpoints are served (the last ones were given up)"
+        if self._last_urls:
+            return f"keeping the last good endpoints {[without_userinfo(url) for url in self._last_urls]}"
+        return "keeping the endpoints in use (base_url's)"
 
     def start(self) -> None:
         """Check the file every `check_interval_s` (inside the running event loop)."""

@@ -1,6 +1,6 @@
 """Configs written to hurt, through the real console scripts: each is exit 2 with file:line, no traceback.
 
-Hostile YAML (3,000 levels of nesting, an alias bomb), a misspelt ng_run option, an entrypoint
+Hostile YAML (3,000 levels of nesting, an alias bomb, one of long strings), a misspelt ng_run option, an entrypoint
 that climbs out of its folder, and ng_test pointed at a system folder.
 """
 
@@ -57,6 +57,13 @@ def alias_bomb() -> str:
     return "\n".join(lines) + "\n"
 
 
+def long_string_bomb() -> str:
+    """About 100 KB that expand to 10 GB: few values (under the value bound), each 100 KB long."""
+    lines = ["s: &s " + "x" * 100_000, "l0: &l0 [" + ", ".join(["*s"] * 10) + "]"]
+    lines += [f"l{i}: &l{i} [" + ", ".join([f"*l{i - 1}"] * 10) + "]" for i in range(1, 5)]
+    return "\n".join(lines) + "\n"
+
+
 @pytest.mark.parametrize(
     ("text", "line", "message"),
     [
@@ -68,9 +75,13 @@ def alias_bomb() -> str:
         ),
         ("a: " + "[" * 3000 + "]" * 3000 + "\n", 1, "nesting deeper"),
         (alias_bomb(), 6, "aliases expand to more than"),
+        (long_string_bomb(), 3, "YAML expands to more than 4 MiB of text"),
     ],
+    ids=["nested-mappings", "nested-blocks", "nested-lists", "alias-bomb", "long-string-bomb"],
 )
-@pytest.mark.parametrize("command", [("ng_dump_config",), ("ng_run", "+dry_run=true")])
+@pytest.mark.parametrize(
+    "command", [("ng_dump_config",), ("ng_run", "+dry_run=true")], ids=["ng_dump_config", "ng_run"]
+)
 def test_hostile_yaml_is_refused_with_its_line(
     tmp_path: Path, text: str, line: int, message: str, command: tuple[str, ...]
 ) -> None:
@@ -142,3 +153,31 @@ def test_ng_test_runs_only_server_folders_of_the_project(tmp_path: Path, entrypo
     stderr = refused(script("ng_test", f"+entrypoint={entrypoint}", cwd=tmp_path))
     assert "is not a server folder of this project" in stderr
     assert "resources_servers/example_single_tool_call" in stderr  # the hint lists real ones
+
+
+@pytest.mark.parametrize("name", ["head_server", "policy_model", "config_paths", "e" * 300])
+def test_ng_init_resources_server_refuses_reserved_and_overlong_names(tmp_path: Path, name: str) -> None:
+    root = tmp_path / "repo"
+    (root / "resources_servers").mkdir(parents=True)
+    stderr = refused(
+        script("ng_init_resources_server", f"+entrypoint=resources_servers/{name}", cwd=root, root=root)
+    )
+    assert "nothing was written" in stderr
+    assert list((root / "resources_servers").iterdir()) == []
+
+
+def test_non_finite_options_are_refused_before_anything_is_written(tmp_path: Path) -> None:
+    (tmp_path / "in.jsonl").write_text('{"responses_create_params": {"input": "hi"}}\n')
+    result = script(
+        "ng_collect_rollouts",
+        "+input_jsonl_fpath=in.jsonl",
+        "+output_jsonl_fpath=out.jsonl",
+        "+rollout_timeout_s=inf",
+        "+pass_threshold=nan",
+        "+agent_urls={a: 'http://127.0.0.1:9'}",
+        cwd=tmp_path,
+    )
+    stderr = refused(result)
+    assert "<command line>  rollout_timeout_s: expected a finite number, got inf" in stderr
+    assert "<command line>  pass_threshold: expected a finite number, got nan" in stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["empty-env.yaml", "in.jsonl"]

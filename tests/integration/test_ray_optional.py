@@ -67,7 +67,7 @@ def test_a_ray_block_without_ray_installed_says_what_to_install() -> None:
 
 def test_dry_run_prints_the_placement_without_touching_a_cluster() -> None:
     done = run_script("ng_run", "-c", "configs/stack.yaml", "+dry_run=true", "++ray.address=ray://nowhere:10001",
-                      "++ray.servers=[tools_a]")  # fmt: skip
+                      "++ray.servers=[tools_a]", "++ray.servers_listen_on=node")  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr
     assert "Ray placement (ray.address ray://nowhere:10001" in done.stdout
     assert "-server-tools_a" in done.stdout

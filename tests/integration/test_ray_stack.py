@@ -3,7 +3,8 @@
 The test starts its own single-node cluster (`ray start --head --block`, in its own session, so
 teardown ends exactly it and never another user's `ray stop` victims), puts "someone else's"
 detached actor and placement group on it, then runs the fixture stack with two servers as actors:
-they serve, ng_status shows their node and actor, no secret is in any process's argv or the
+they serve, on loopback only (the default; `ray.servers_listen_on: node` opens them on the node's
+address), ng_status shows their node and actor, no secret is in any process's argv or the
 cluster's logs, and after Ctrl-C our actors and processes are gone while the other user's remain.
 """
 
@@ -13,6 +14,7 @@ import json
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -119,6 +121,14 @@ def test_servers_as_actors_on_an_existing_cluster_ctrl_c_removes_only_ours(
         assert servers["tools_a"]["actor"] == f"ng-{run_id}-server-tools_a"
         assert servers["policy_model"]["actor"] == f"ng-{run_id}-server-policy_model"
         assert servers["tools_b"]["actor"] is None  # not listed: a plain child of ng_run
+        # Server actors listen on loopback, as ng_run's own children do: not on the network.
+        node_ip = servers["tools_a"]["node"]
+        assert node_ip not in ("127.0.0.1", None)
+        for name in ("tools_a", "policy_model"):
+            assert servers[name]["url"].startswith("http://127.0.0.1:"), servers[name]
+            port = int(servers[name]["url"].rsplit(":", 1)[1])
+            assert _accepts(("127.0.0.1", port))
+            assert not _accepts((node_ip, port)), f"{name} answers on {node_ip}:{port}"
 
         ours = {f"ng-{run_id}-server-tools_a", f"ng-{run_id}-server-policy_model"}
         live = {entry["name"] for entry in _state(address)["actors"] if entry["namespace"] == "ng_cli"}
@@ -149,6 +159,33 @@ def test_servers_as_actors_on_an_existing_cluster_ctrl_c_removes_only_ours(
         while any(Path(f"/proc/{pid}").exists() for pid in pids) and time.monotonic() < deadline:
             time.sleep(0.1)  # a killed actor's worker is reaped by its raylet, asynchronously
         assert [pid for pid in pids if _is_running(pid)] == []
+    finally:
+        launcher.cleanup()
+
+
+def _accepts(address: tuple[str, int]) -> bool:
+    try:
+        socket.create_connection(address, timeout=3).close()
+    except OSError:
+        return False
+    return True
+
+
+def test_servers_listen_on_the_node_address_only_when_the_config_says_so(
+    tmp_path: Path, cluster: tuple[str, Path]
+) -> None:
+    address, _ = cluster
+    launcher = Launcher(tmp_path)
+    try:
+        run = launcher.start(
+            f"++ray.address={address}", "++ray.servers=[tools_a]", "++ray.servers_listen_on=node"
+        )
+        stack = run.wait_ready(timeout_s=120)
+        tools_a = next(server for server in stack["servers"] if server["name"] == "tools_a")
+        assert tools_a["url"] == f"http://{tools_a['node']}:{tools_a['url'].rsplit(':', 1)[1]}"
+        assert _accepts((tools_a["node"], int(tools_a["url"].rsplit(":", 1)[1])))
+        run.process.send_signal(signal.SIGINT)
+        assert run.wait_exit(timeout_s=30) == 130
     finally:
         launcher.cleanup()
 

@@ -27,6 +27,7 @@ import orjson
 import pytest
 
 from ng_cli.errors import BadRequestError
+from ng_cli.report import write_report
 from ng_cli.servers.loading import load_server_class
 from ng_cli.servers.testing import (
     RolloutStack,
@@ -36,6 +37,7 @@ from ng_cli.servers.testing import (
     tool_outputs,
 )
 from tests.fixtures.browser import chromium_page, require_browser
+from tests.fixtures.rollouts.rollout_rows import rollout_row, write_jsonl
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -198,3 +200,24 @@ def test_report_of_collected_rollouts_in_chromium(
         page.screenshot(path=str(artifacts / "report_browser.png"), full_page=True)
     assert all(url.startswith("file://") for url in requests), requests
     assert (artifacts / "report_browser.png").stat().st_size > 10_000
+
+
+@pytest.mark.parametrize("text", ["<!--<script", "<!--<script>x</script>-->", "</script><b>bold</b>"])
+def test_text_that_reads_as_script_markup_is_shown_verbatim_in_chromium(tmp_path: Path, text: str) -> None:
+    """`<!--<script` in the data used to turn the rest of the page into script text: empty tables."""
+    chromium = require_browser()
+    rows = [rollout_row(task, 0, 1.0, city=f"{text} {task}", agent=f"agent {text}") for task in range(3)]
+    report = write_report(write_jsonl(tmp_path / "out.jsonl", rows)).path
+
+    with chromium_page(chromium) as page:
+        errors: list[str] = []
+        page.on("pageerror", lambda error: errors.append(str(error)))
+        page.route(re.compile(r"^https?://"), lambda route: route.abort())
+        page.goto(report.as_uri())
+        page.wait_for_selector("body[data-ready=true]", timeout=30_000)
+        assert errors == []
+        assert page.locator("#tasks tbody tr").count() == 3
+        assert f"Weather in {text} 1?" in page.locator("#tasks tbody tr[data-task='1']").inner_text()
+        page.locator("#tasks tbody tr[data-task='1']").click()
+        assert f"{text} 1: sunny" in page.locator("#conversation .role-assistant").inner_text()
+        assert page.locator("b", has_text="bold").count() == 0  # never markup

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from pathlib import Path
 
@@ -103,3 +104,69 @@ def test_an_environment_server_is_never_dropped_unsaid(
     with pytest.raises(ConfigError) as caught:
         compose_config(["+config_paths=[conf/agent.yaml]", override], cwd=cwd)
     assert expected in caught.value.message
+
+
+def test_a_chain_of_directives_is_resolved_to_its_end(repo: Path, cwd: Path, write: WriteFile) -> None:
+    path = write(
+        repo / "conf/c.yaml",
+        """
+first: {_copy: second, from_first: 1}
+second: {_inherit_from: third, from_second: 2}
+third: {_copy: fourth, from_third: 3}
+fourth:
+  from_fourth: 4
+  nested: {_copy: fifth}
+fifth: {from_fifth: 5}
+alias: ${copy:first}
+""",
+    )
+    config = compose_config([f"+config_paths=[{path}]"], cwd=cwd)
+    everything = {
+        "from_first": 1,
+        "from_second": 2,
+        "from_third": 3,
+        "from_fourth": 4,
+        "nested": {"from_fifth": 5},
+    }
+    assert config.get("first") == everything
+    assert config.get("alias") == everything
+    assert "third" not in config.tree  # moved into second (itself copied into first)
+    assert "_copy" not in str(config.tree)
+    assert "_inherit_from" not in str(config.tree)
+    # a key brought along the chain keeps the line it was written on
+    assert config.sources["first.from_fourth"].endswith("conf/c.yaml:5")
+    assert config.sources["first.nested.from_fifth"].endswith("conf/c.yaml:7")
+    assert config.sources["first.from_first"].endswith("conf/c.yaml:1")
+
+
+@pytest.mark.parametrize(
+    ("text", "chain"),
+    [
+        ("a: {_copy: a}\n", "a._copy: a (conf/c.yaml:1) -> a"),
+        (
+            "a: {_copy: b, x: 1}\nb: {_inherit_from: c}\nc: {_copy: a}\n",
+            "a._copy: b (conf/c.yaml:1) -> b._inherit_from: c (conf/c.yaml:2) -> c._copy: a (conf/c.yaml:3) -> a",
+        ),
+        ("a:\n  x:\n    _copy: a\n", "a.x._copy: a (conf/c.yaml:3) -> a.x"),
+        (
+            "a: ${copy:b}\nb: ${inherit_from:a}\n",
+            "a._copy: b (conf/c.yaml:1) -> b._inherit_from: a (conf/c.yaml:2) -> a",
+        ),
+    ],
+    ids=["self", "three", "inside-itself", "string-forms"],
+)
+def test_a_cycle_of_directives_is_refused_with_its_chain(
+    repo: Path, cwd: Path, write: WriteFile, text: str, chain: str
+) -> None:
+    path = write(repo / "conf/c.yaml", text)
+    with pytest.raises(ConfigError) as caught:
+        compose_config([f"+config_paths=[{path}]"], cwd=cwd)
+    assert re.match(r"conf/c\.yaml:\d+  ", caught.value.message)  # file:line first, as every config error
+    assert f"the directives form a cycle: {chain}" in caught.value.message
+
+
+def test_a_chain_too_long_to_follow_is_refused(repo: Path, cwd: Path, write: WriteFile) -> None:
+    links = "".join(f"k{i}: {{_copy: k{i + 1}}}\n" for i in range(2000))
+    path = write(repo / "conf/c.yaml", links + "k2000: {v: 1}\n")
+    with pytest.raises(ConfigError, match=r"^conf/c\.yaml:1  k0\._copy: a chain of more than 100 directives"):
+        compose_config([f"+config_paths=[{path}]"], cwd=cwd)

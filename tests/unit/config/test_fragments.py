@@ -66,6 +66,24 @@ def test_syntax_errors_name_line_and_column(repo: Path, write: WriteFile, text: 
     assert str(caught.value).startswith(f"conf/bad.yaml:{position}  YAML syntax error: ")
 
 
+def test_aliases_of_long_strings_are_bounded_by_their_text(repo: Path, write: WriteFile) -> None:
+    # 1,000 values (far under the bound on values) of 100 KB each: 100 MB once expanded, which
+    # every later step (interpolation, masking, dumping) would go through
+    text = "s: &s " + "x" * 100_000 + "\nl0: &l0 [" + ", ".join(["*s"] * 10) + "]\n"
+    text += "".join(f"l{i}: &l{i} [" + ", ".join([f"*l{i - 1}"] * 10) + "]\n" for i in range(1, 3))
+    path = write(repo / "conf/strings.yaml", text)
+    with pytest.raises(
+        ConfigError,
+        match=r"conf/strings\.yaml:3  YAML expands to more than 4 MiB of text \(aliases resolved\)",
+    ):
+        load_fragment(path)
+
+
+def test_aliases_within_the_bounds_are_read(repo: Path, write: WriteFile) -> None:
+    text = "s: &s " + "x" * 100_000 + "\nl0: [" + ", ".join(["*s"] * 40) + "]\n"  # 4 MB
+    assert len(load_fragment(write(repo / "conf/ok.yaml", text)).data["l0"]) == 40
+
+
 def test_top_level_must_be_a_mapping(repo: Path, write: WriteFile) -> None:
     with pytest.raises(ConfigError, match="top level of a config file must be a mapping"):
         load_fragment(write(repo / "conf/list.yaml", "- a\n- b\n"))

@@ -57,6 +57,11 @@ def test_a_bare_string_is_the_address(compose: Compose) -> None:
         ),
         (["++ray=[1,2]"], "ray: expected a mapping such as {address: auto}"),
         (
+            ["++ray.address=ray://head:10001", "++ray.servers=[tools_a]"],
+            "servers_listen_on: loopback runs the server actors on ng_run's node, and a Ray Client",
+        ),
+        (["++ray.address=auto", "++ray.servers_listen_on=all"], "ray.servers_listen_on: Input should be"),
+        (
             ["++ray.address=auto", "++ray.runtime_env={env_vars: {HF_TOKEN: x}}"],
             "ray.runtime_env: env_vars ['HF_TOKEN'] look secret",
         ),
@@ -66,6 +71,17 @@ def test_bad_ray_blocks_name_the_key(compose: Compose, overrides: list[str], exp
     with pytest.raises(ConfigError) as caught:
         read_ray_config(compose(*overrides), NAMES)
     assert expected in str(caught.value)
+
+
+def test_server_actors_listen_on_loopback_unless_told_otherwise(compose: Compose) -> None:
+    ray = read_ray_config(compose("++ray.address=auto", "++ray.servers=all"), NAMES)
+    assert ray is not None
+    assert ray.servers_listen_on == "loopback"
+    client = read_ray_config(
+        compose("++ray.address=ray://head:10001", "++ray.servers=all", "++ray.servers_listen_on=node"), NAMES
+    )
+    assert client is not None
+    assert client.servers_listen_on == "node"
 
 
 def test_servers_as_actors_all_a_list_or_cpus_per_name(compose: Compose) -> None:

@@ -66,6 +66,24 @@ def test_text_from_the_model_cannot_close_the_script_or_inject_markup(tmp_path: 
     assert embedded(html, "ng-data")["agents"] == ["<img src=x onerror=alert(1)>"]
 
 
+@pytest.mark.parametrize("text", ["<!--<script", "<!--<SCRIPT>x</script>", "</Script ", "<!-- -->"])
+def test_the_data_blocks_never_hold_what_changes_how_html_reads_script_text(
+    tmp_path: Path, text: str
+) -> None:
+    # In a script block, `<!--` then `<script` makes the parser skip the block's own `</script>`:
+    # the rest of the page (the page's script too) became script text, and the tables stayed empty.
+    row = rollout_row(0, 0, 1.0, city=text, agent=f"agent {text}")
+    result = write_report(write_jsonl(tmp_path / "out.jsonl", [row]))
+    html = result.path.read_text()
+    blocks = re.findall(r'<script id="ng-[a-z]+" type="application/json">(.*?)</script>', html, re.S)
+    assert len(blocks) == 2
+    for block in blocks:
+        assert not re.search(r"<!--|<script|</script", block, re.I), block[:200]
+    data = embedded(html, "ng-data")
+    assert data["agents"] == [f"agent {text}"]  # JSON reads the escapes back as the text
+    assert text in data["tasks"]["prompt"][0]
+
+
 def test_bad_lines_are_reported_in_the_page_and_by_the_exit_code(tmp_path: Path) -> None:
     source = write_jsonl(
         tmp_path / "out.jsonl",

@@ -9,7 +9,7 @@ import pytest
 
 from ng_cli.errors import ConfigError
 from ng_cli.scaffold import init_resources_server, parse_entrypoint
-from ng_cli.scaffold.environment import example_rows
+from ng_cli.scaffold.environment import RESERVED_NAMES, example_rows
 
 
 def tree(root: Path) -> list[str]:
@@ -48,6 +48,53 @@ def test_refuses_bad_entrypoints_and_writes_nothing(entrypoint: object, message:
         init_resources_server(entrypoint, root=tmp_path)
     assert caught.value.exit_code == 2
     assert tree(tmp_path) == []
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["head_server", "policy_model", "config_paths", "policy_base_url", "num_repeats", "ray", "default_host"],
+)
+def test_refuses_a_name_the_config_tree_reserves(name: str, tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as caught:
+        init_resources_server(f"resources_servers/{name}", root=tmp_path)
+    assert f"entrypoint: {name!r} is a reserved top-level config key" in caught.value.message
+    assert "nothing was written" in caught.value.message
+    assert caught.value.exit_code == 2
+    assert tree(tmp_path) == []
+
+
+def test_every_top_level_key_a_command_reads_is_reserved() -> None:
+    from ng_cli.commands.update_weights import UpdateWeightsOptions
+    from ng_cli.launcher.supervise import RUN_OPTIONS
+    from ng_cli.report.config import ReportConfig
+    from ng_cli.rollouts.config import COLLECT_OPTIONS
+    from ng_cli.rollouts.profile import ProfileConfig
+    from ng_cli.tokens.check_config import CheckTokensConfig
+
+    read = {*RUN_OPTIONS, *COLLECT_OPTIONS, "dotenv_path", "show_sources", "should_validate_data"}
+    read |= {
+        "mode",
+        "split",
+        "output_dirpath",
+        "entrypoint",
+    }  # ng_prepare_data, ng_e2e_collect_rollouts, ng_test
+    for options in (ReportConfig, CheckTokensConfig, ProfileConfig, UpdateWeightsOptions):
+        read |= set(options.model_fields)
+    assert read - RESERVED_NAMES == set()
+
+
+@pytest.mark.parametrize("length", [65, 300])
+def test_refuses_a_name_too_long_for_a_file_name(length: int, tmp_path: Path) -> None:
+    name = "e" * length
+    with pytest.raises(ConfigError) as caught:
+        init_resources_server(f"resources_servers/{name}", root=tmp_path)
+    assert f"is {length} characters long; at most 64" in caught.value.message
+    assert tree(tmp_path) == []
+
+
+def test_accepts_a_name_of_the_longest_length(tmp_path: Path) -> None:
+    created = init_resources_server(f"resources_servers/{'e' * 64}", root=tmp_path)
+    assert (created.folder / "configs" / f"{'e' * 64}.yaml").is_file()
 
 
 def test_writes_every_file_of_the_template(tmp_path: Path) -> None:

@@ -85,9 +85,48 @@ def test_a_bad_line_names_the_file_and_line(tmp_path: Path) -> None:
     path.write_text(json.dumps({"response": CONTIGUOUS}) + "\n{not json\n")
     with pytest.raises(DataError, match=r"bad.jsonl:2: not a JSON line"):
         list(check_file(path).lines)
-    path.write_text(json.dumps({"response": {"output": [{"prompt_token_ids": "12"}]}}) + "\n")
-    with pytest.raises(DataError, match=r"bad.jsonl:1: response.output: an item's prompt_token_ids is str"):
-        check_file(path)
+
+
+NOT_AN_ID = "not a token id (an integer from 0 to 2147483647)"
+
+
+@pytest.mark.parametrize(
+    ("bad_call", "problem"),
+    [
+        ({"prompt_token_ids": "12"}, "prompt_token_ids is str, not a list of token ids"),
+        (call([1, 2, 3, "x"], [4]), f"prompt_token_ids[3] is 'x', {NOT_AN_ID}"),
+        (call([1, 2, 3, 4], [10**30]), f"generation_token_ids[0] is 1e+30, {NOT_AN_ID}"),  # orjson: a float
+        (call([1, 2, 3, 4], [2**40]), f"generation_token_ids[0] is 1099511627776, {NOT_AN_ID}"),
+        (call([1, 2, 3, -1], [4]), f"prompt_token_ids[3] is -1, {NOT_AN_ID}"),
+        (call([1, 2, 3, True], [4]), f"prompt_token_ids[3] is True, {NOT_AN_ID}"),
+    ],
+    ids=["not-a-list", "string", "huge-float", "huge-int", "negative", "bool"],
+)
+@pytest.mark.parametrize("with_tokenizer", [False, True], ids=["ids", "tokenizer"])
+def test_ng_check_tokens_names_each_row_with_bad_ids_and_exits_2(
+    tmp_path: Path, tiny_tokenizer_dir: Path, bad_call: dict[str, Any], problem: str, with_tokenizer: bool
+) -> None:
+    bad = response(call([1, 2], [3]), bad_call)
+    path = write_rows(tmp_path / "rows.jsonl", [CONTIGUOUS, bad, DRIFTED, bad])
+    extra = [f"+tokenizer_path={tiny_tokenizer_dir}"] if with_tokenizer else []
+    result = CliRunner().invoke(app, [f"+input_jsonl_fpath={path}", *extra])
+    assert result.exit_code == 2, result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
+    lines = result.output.splitlines()
+    assert lines[0] == "line 1 (task 0, rollout 0): ok (3 turns)"
+    assert lines[1] == f"line 2 (task 1, rollout 0): INVALID response.output[2].{problem}"
+    assert lines[2].startswith("line 3 (task 2, rollout 0): DRIFT")  # rows after a bad one are checked
+    assert lines[3] == f"line 4 (task 3, rollout 0): INVALID response.output[2].{problem}"
+    assert "1 of 2 rollouts with token ids drifted; 2 rollouts with invalid token ids" in result.output
+
+
+def test_a_drifted_rollout_whose_ids_are_outside_the_vocabulary_is_shown(
+    tmp_path: Path, tiny_tokenizer_dir: Path
+) -> None:
+    path = write_rows(tmp_path / "rows.jsonl", [response(call([1, 2], [3]), call([1, 2, 2**31 - 1], [4]))])
+    result = CliRunner().invoke(app, [f"+input_jsonl_fpath={path}", f"+tokenizer_path={tiny_tokenizer_dir}"])
+    assert result.exit_code == 1, result.output
+    assert "'<not in the vocabulary>' (id 2147483647)" in result.output
 
 
 def test_ng_check_tokens_exit_codes_and_output(tmp_path: Path) -> None:

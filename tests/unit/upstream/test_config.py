@@ -72,6 +72,10 @@ def test_list_of_base_urls_is_normalised() -> None:
         ([], "empty list"),
         ("localhost:8000/v1", "http(s) URL"),
         (["http://a:8000/v1", "http://a:8000/v1/"], "more than once"),
+        (["http://a:8000/v1", "http://A:8000/v1"], "more than once"),  # host names ignore case
+        (["http://a:80/v1", "http://a/v1"], "more than once"),  # the scheme's default port
+        (["https://a/v1", "https://a:443/v1"], "more than once"),
+        ("http://a:99999/v1", "port"),
     ],
 )
 def test_bad_base_urls_are_explained(base_url: Any, fragment: str) -> None:
