@@ -199,8 +199,10 @@ class HttpClient:
         """POST and read the answer as server-sent events: the JSON object of each `data:` line.
 
         Errors before and during the stream are the UpstreamError tree, as for `request_json`;
-        an error status is raised before anything is yielded. Leaving the block early (the
-        caller's client went away) closes the connection, which is how vLLM learns to abort.
+        an error status is raised before anything is yielded, and a stream that ends before its
+        `[DONE]` or final event raises (`iter_sse_json`): cut-off text never reads as complete.
+        Leaving the block early (the caller's client went away) closes the connection, which is
+        how vLLM learns to abort.
         """
         all_headers = {**_JSON_HEADERS, "Accept": "text/event-stream", **(headers or {})}
         timeouts = self._under_deadline(f"POST {url}", url, timeouts, all_headers)
@@ -213,7 +215,7 @@ class HttpClient:
                 async with self._translated_errors(url, timeouts):
                     body = await response.read()
                 raise _http_error("POST", url, response.status, body.decode("utf-8", "replace"))
-            yield self._translated_events(iter_sse_json(response.content), url, timeouts)
+            yield self._translated_events(iter_sse_json(response.content, source=url), url, timeouts)
         finally:
             # Read to the end: the connection goes back to the pool. Left early (the caller's
             # client went away, or the stream broke): closed, so the server stops generating.

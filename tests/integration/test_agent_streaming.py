@@ -105,6 +105,24 @@ async def test_the_agent_streams_every_turn_and_tool_output_to_the_sdk() -> None
     assert final.output[-2].model_dump()["generation_token_ids"]  # training fields survive the relay
 
 
+async def test_a_model_turn_cut_off_upstream_ends_the_agents_stream_with_an_error() -> None:
+    """vLLM's stream closes without `[DONE]` after two tokens. Before: the model server called the
+    cut text `completed`, and so did the agent's stream, as a finished rollout."""
+    with serve_stack(StubVllm(fault="stream_truncated"), max_steps=2) as stack:
+        async with openai.AsyncOpenAI(base_url=f"{stack.agent_url}/v1", api_key="x", max_retries=0) as client:
+            streamed = await client.responses.create(model="m", input="weather in Paris?", stream=True)
+            seen: list[str] = []
+
+            async def read_all() -> None:
+                async for event in streamed:
+                    seen.append(event.type)
+
+            with pytest.raises(openai.APIError, match="ended its event stream before it was complete"):
+                await read_all()
+    assert "response.output_text.delta" in seen  # the cut text had been relayed
+    assert not {"response.completed", "response.incomplete"} & set(seen)
+
+
 async def test_a_cancelled_run_cancels_its_model_call() -> None:
     stub = StubVllm(delay_s=30.0)  # the model "generates" for 30 s
     row = {"responses_create_params": {"input": "weather in Paris?", "tools": [WEATHER]}}

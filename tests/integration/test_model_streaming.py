@@ -94,6 +94,47 @@ async def test_a_stream_cut_after_the_first_byte_ends_with_an_error_event(client
             await _drain(chat)
 
 
+async def test_a_stream_that_ends_without_done_is_an_error_never_a_finished_answer(client: Any) -> None:
+    """The upstream closes its stream cleanly after two tokens, with no `[DONE]`: the text is cut off.
+    Before: the Response was `completed` with the cut text, and chat got a `[DONE]` of ours."""
+    with serve_over([StubVllm(fault="stream_truncated")]) as url:
+        stream = await client(url).responses.create(model="m", input="hello", stream=True)
+        seen: list[str] = []
+
+        async def read_all() -> None:
+            async for event in stream:
+                seen.append(event.type)
+
+        with pytest.raises(openai.APIError, match=r"ended its event stream before it was complete"):
+            await read_all()
+        assert "response.output_text.delta" in seen
+        assert "response.completed" not in seen
+        assert "response.incomplete" not in seen
+
+        chat = await client(url).chat.completions.create(
+            model="m", messages=[{"role": "user", "content": "hello"}], stream=True
+        )
+        with pytest.raises(openai.APIError, match=r"ended its event stream before it was complete"):
+            await _drain(chat)
+
+
+async def test_vllms_error_chunk_mid_stream_is_an_error_never_a_finished_answer(client: Any) -> None:
+    """vLLM ends a failed generation with an error chunk and `[DONE]`. Before: the Response was
+    `completed` with the text up to the failure."""
+    with serve_over([StubVllm(fault="stream_error")]) as url:
+        stream = await client(url).responses.create(model="m", input="hello", stream=True)
+        seen: list[str] = []
+
+        async def read_all() -> None:
+            async for event in stream:
+                seen.append(event.type)
+
+        with pytest.raises(openai.APIError, match=r"EngineCore died mid-generation"):
+            await read_all()
+        assert "response.output_text.delta" in seen
+        assert "response.completed" not in seen
+
+
 async def test_raw_error_event_is_openais_shape() -> None:
     with serve_over([StubVllm(fault="stream_cut")]) as url:
         async with (
