@@ -1,4 +1,4 @@
-"""Reading server-sent events (pure): where a stream ends, and when it was cut off instead."""
+"""Reading server-sent events (pure): lines of any length, where a stream ends, and when it was cut off."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from ng_cli.errors import UpstreamUnavailableError
-from ng_cli.servers.sse import iter_sse_json
+from ng_cli.errors import InvalidOutputError, UpstreamUnavailableError
+from ng_cli.servers.sse import iter_lines, iter_sse_json
 
 SOURCE = "http://upstream/v1/chat/completions"
 
@@ -68,3 +68,30 @@ async def test_a_stream_that_stops_before_its_end_raises_after_what_it_sent(text
     assert len(seen) == text.count(b"data:")  # every event it did send was passed on first
     assert info.value.endpoint == SOURCE
     assert SOURCE in info.value.message
+
+
+async def _chunked(data: bytes, size: int) -> AsyncIterator[bytes]:
+    for start in range(0, len(data), size):
+        yield data[start : start + size]
+
+
+@pytest.mark.parametrize("size", [7, 64 * 1024, 10**7])
+async def test_lines_are_whole_however_the_chunks_cut_them(size: int) -> None:
+    long = b"data: " + b"7" * 900_000 + b"\n"  # past aiohttp's 512 KiB line limit
+    data = b"event: x\n" + long + b"\n" + b"data: [DONE]"
+    lines = [line async for line in iter_lines(_chunked(data, size), source=SOURCE)]
+    assert lines == [b"event: x\n", long, b"\n", b"data: [DONE]"]
+
+
+@pytest.mark.parametrize("ending", [b"\n", b""], ids=["whole-line", "still-pending"])
+async def test_a_line_over_the_limit_is_refused_after_the_lines_before_it(ending: bytes) -> None:
+    data = b"data: 1\n" + b"data: " + b"7" * 5000 + ending
+    seen: list[bytes] = []
+
+    async def read_all() -> None:
+        async for line in iter_lines(_chunked(data, 1000), source=SOURCE, max_line_bytes=4096):
+            seen.append(line)
+
+    with pytest.raises(InvalidOutputError, match="event line of more than 4096 bytes"):
+        await read_all()
+    assert seen == [b"data: 1\n"]
