@@ -1,5 +1,5 @@
-"""What a model server refuses before any upstream call: oversized bodies (413), token caps <= 0 (400),
-and routes it does not have (404), each in our error envelope.
+"""What a model server refuses before any upstream call: oversized bodies (413), token caps <= 0 and
+sampling values no upstream accepts (400), and routes it does not have (404), in our error envelope.
 
 vllm_model runs as its own process, started as ng_run starts it, over a stub vLLM in another
 process; the stub's request counter proves nothing was forwarded.
@@ -74,9 +74,17 @@ def chat_calls(upstream: StubProcess) -> int:
         ("/v1/chat/completions", "max_tokens", 0),
         ("/v1/chat/completions", "max_tokens", -1),
         ("/v1/chat/completions", "max_completion_tokens", -100),
+        ("/v1/chat/completions", "n", -1),
+        ("/v1/chat/completions", "n", 0),
+        ("/v1/chat/completions", "n", True),
+        ("/v1/responses", "temperature", -5),
+        ("/v1/chat/completions", "temperature", -5),
+        ("/v1/chat/completions", "temperature", "hot"),
+        ("/v1/responses", "top_p", 1.5),
+        ("/v1/chat/completions", "top_p", -0.1),
     ],
 )
-def test_a_token_cap_below_one_is_a_400_that_never_reaches_the_upstream(
+def test_a_value_no_upstream_accepts_is_a_400_that_never_reaches_the_upstream(
     model: ChildServer, upstream: StubProcess, path: str, field: str, value: Any
 ) -> None:
     before = chat_calls(upstream)
@@ -95,10 +103,23 @@ def test_a_token_cap_below_one_is_a_400_that_never_reaches_the_upstream(
     assert chat_calls(upstream) == before
 
 
-def test_a_positive_cap_still_goes_through(model: ChildServer, upstream: StubProcess) -> None:
-    status, answer = request(model, "POST", "/v1/responses", b'{"input": "hi", "max_output_tokens": 8}')
+@pytest.mark.parametrize(
+    ("path", "fields"),
+    [
+        ("/v1/responses", {"max_output_tokens": 8}),
+        ("/v1/responses", {"temperature": 0, "top_p": 1}),
+        ("/v1/chat/completions", {"n": 1, "temperature": 1.5, "top_p": 0.9}),
+    ],
+)
+def test_values_in_range_still_go_through(
+    model: ChildServer, upstream: StubProcess, path: str, fields: dict[str, Any]
+) -> None:
+    body: dict[str, Any] = (
+        {"input": "hi"} if path == "/v1/responses" else {"messages": [{"role": "user", "content": "hi"}]}
+    )
+    status, answer = request(model, "POST", path, json.dumps({**body, **fields}).encode())
     assert status == 200, answer
-    assert answer["object"] == "response"
+    assert answer["object"] == ("response" if path == "/v1/responses" else "chat.completion")
 
 
 @pytest.mark.parametrize(
