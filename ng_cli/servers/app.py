@@ -116,9 +116,11 @@ def build_app(
 
     install_error_handlers(app, name)
     app.add_middleware(DeadlineMiddleware)
-    app.add_middleware(BodyLimitMiddleware, max_bytes=max_request_bytes, server=name)
     if redactor:
         app.add_middleware(RedactingMiddleware, redactor=redactor)
+    # Outside the redaction, which holds an answer back until its end: a 413 goes out before the
+    # refused body is drained (`body_limit`); it quotes sizes only, never a secret.
+    app.add_middleware(BodyLimitMiddleware, max_bytes=max_request_bytes, server=name)
     app.add_middleware(CancelOnDisconnectMiddleware)  # outermost: a gone client cancels everything inside
     return app
 

@@ -9,10 +9,13 @@ from __future__ import annotations
 
 import http.client
 import json
+import urllib.error
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx2
 import pytest
 
 from ng_cli.servers.testing import ChildServer, serve_in_child
@@ -159,6 +162,49 @@ def test_a_declared_oversized_body_is_refused_before_it_is_read(
     assert f"{300 * MIB} bytes declared" in answer["error"]["message"]
     assert "max_request_bytes=4194304" in answer["error"]["message"]
     assert chat_calls(upstream) == before
+
+
+def _oversized_body() -> bytes:
+    return b'{"input": "' + b"y" * (6 * MIB) + b'"}'  # 1.5x the limit, more than a socket buffers
+
+
+@pytest.mark.parametrize("declared", [True, False], ids=["content-length", "chunked"])
+def test_urllib_which_writes_the_whole_body_before_reading_gets_the_413(
+    model: ChildServer, upstream: StubProcess, declared: bool
+) -> None:
+    """Before: a declared oversized body was refused with `Connection: close` while urllib was
+    still writing it, so urllib got a connection reset instead of the answer (curl, which reads
+    first, saw the 413)."""
+    before = chat_calls(upstream)
+    body = _oversized_body()
+    data: Any = body if declared else iter([body[i : i + MIB] for i in range(0, len(body), MIB)])
+    call = urllib.request.Request(
+        f"{model.url}/v1/responses", data=data, headers={"Content-Type": "application/json"}
+    )
+    with pytest.raises(urllib.error.HTTPError) as info:
+        urllib.request.urlopen(call, timeout=60)
+
+    assert info.value.code == 413
+    error = json.loads(info.value.read())["error"]
+    assert error["type"] == "RequestTooLargeError"
+    assert "max_request_bytes=4194304" in error["message"]
+    assert chat_calls(upstream) == before
+
+
+async def test_httpx_which_writes_the_whole_body_before_reading_gets_the_413(
+    model: ChildServer, upstream: StubProcess
+) -> None:
+    """The `openai` SDK's HTTP client, the same way (before: `RemoteProtocolError`/reset)."""
+    async with httpx2.AsyncClient(timeout=60) as client:
+        answer = await client.post(
+            f"{model.url}/v1/responses",
+            content=_oversized_body(),
+            headers={"Content-Type": "application/json"},
+        )
+        assert answer.status_code == 413
+        assert answer.json()["error"]["type"] == "RequestTooLargeError"
+        again = await client.get(f"{model.url}/health")  # the connection (or a new one) still serves
+        assert again.status_code == 200
 
 
 def peak_rss_mb(pid: int) -> float:
