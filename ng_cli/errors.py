@@ -13,6 +13,7 @@
     ├── InvalidOutputError       a server answered 2xx with a body we cannot use
     ├── BadRequestError          a caller sent a request we cannot serve (HTTP 400)
     │   └── RequestTooLargeError     the body is over the server's max_request_bytes (HTTP 413)
+    ├── ServerBusyError          the bodies in flight fill max_request_bytes_in_flight (HTTP 503)
     └── DataError                an input file (JSONL) is malformed; names the line
 
 Bugs are not NgErrors: they keep their tracebacks.
@@ -32,6 +33,7 @@ __all__ = [
     "NotFoundError",
     "PlacementError",
     "RequestTooLargeError",
+    "ServerBusyError",
     "UpstreamDownError",
     "UpstreamError",
     "UpstreamHTTPError",
@@ -188,3 +190,10 @@ class RequestTooLargeError(BadRequestError):
     """A request body is over the server's `max_request_bytes`; servers answer it with HTTP 413."""
 
     http_status = 413
+
+
+class ServerBusyError(NgError):
+    """The request bodies a server is serving fill its `max_request_bytes_in_flight`, and none
+    went out within `request_bytes_wait_s` (or the caller's deadline); servers answer HTTP 503."""
+
+    http_status = 503

@@ -85,10 +85,33 @@ class ServerConfig(_ConfigModel):
     max_request_bytes: int = Field(default=32 * 1024 * 1024, ge=1024)
     """Largest request body accepted (413 above it), counted as it streams in: 32 MiB leaves room
     for the base64 images of a long multimodal conversation."""
+    max_request_bytes_in_flight: int | None = Field(default=None, ge=1024)
+    """Total body bytes of the requests served at once, each held from its first byte until its
+    answer ends (a parsed body costs about 4x its bytes in memory, so this bounds the server's).
+    A request that does not fit waits, unread, up to `request_bytes_wait_s`, then is a 503.
+    Unset: 8 x `max_request_bytes` (256 MiB at its default), room for hundreds of long
+    conversations with token ids (each turn's ids come back in the next request)."""
+    request_bytes_wait_s: float = Field(default=300.0, gt=0)
+    """Longest wait for room under `max_request_bytes_in_flight` (the caller's deadline, when
+    shorter, wins); then the request is answered 503 `ServerBusyError`."""
 
     nemo_gym_keys: ClassVar[dict[str, NemoGymKey]] = {
         "num_workers": NemoGymKey(None, "every server is one asyncio process; concurrency is per request"),
     }
+
+    @model_validator(mode="after")
+    def _check_body_limits(self) -> ServerConfig:
+        if self.request_bytes_in_flight_limit < self.max_request_bytes:
+            raise ValueError(
+                f"max_request_bytes_in_flight ({self.max_request_bytes_in_flight}) is smaller than "
+                f"max_request_bytes ({self.max_request_bytes}): a body of the largest size could never be served"
+            )
+        return self
+
+    @property
+    def request_bytes_in_flight_limit(self) -> int:
+        """`max_request_bytes_in_flight`, or its default: 8 bodies of the largest size."""
+        return self.max_request_bytes_in_flight or 8 * self.max_request_bytes
 
 
 class ModelServerConfig(ServerConfig):

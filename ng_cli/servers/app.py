@@ -30,7 +30,12 @@ from ng_cli.errors import (
     UpstreamTimeoutError,
     UpstreamUnavailableError,
 )
-from ng_cli.servers.body_limit import DEFAULT_MAX_REQUEST_BYTES, BodyLimitMiddleware
+from ng_cli.servers.body_limit import (
+    DEFAULT_MAX_REQUEST_BYTES,
+    DEFAULT_MAX_REQUEST_BYTES_IN_FLIGHT,
+    DEFAULT_REQUEST_BYTES_WAIT_S,
+    BodyLimitMiddleware,
+)
 from ng_cli.servers.deadline import DeadlineMiddleware
 from ng_cli.servers.disconnect import CancelOnDisconnectMiddleware
 from ng_cli.servers.redaction import RedactingMiddleware
@@ -101,10 +106,12 @@ def build_app(
     *,
     lifespan: Callable[[FastAPI], AbstractAsyncContextManager[None]] | None = None,
     max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
+    max_request_bytes_in_flight: int = DEFAULT_MAX_REQUEST_BYTES_IN_FLIGHT,
+    request_bytes_wait_s: float = DEFAULT_REQUEST_BYTES_WAIT_S,
     redactor: Redactor | None = None,
 ) -> FastAPI:
-    """A FastAPI app with `/health`, orjson responses, our error handlers, a body size limit, and
-    (given a redactor) no secret in any answer."""
+    """A FastAPI app with `/health`, orjson responses, our error handlers, bounds on request bodies
+    (each and all in flight), and (given a redactor) no secret in any answer."""
     app = FastAPI(
         title=name, default_response_class=JSONResponse, lifespan=lifespan, docs_url=None, redoc_url=None
     )
@@ -115,10 +122,19 @@ def build_app(
         return JSONResponse({"status": "ok", "server": name})
 
     install_error_handlers(app, name)
-    app.add_middleware(DeadlineMiddleware)
-    app.add_middleware(BodyLimitMiddleware, max_bytes=max_request_bytes, server=name)
     if redactor:
         app.add_middleware(RedactingMiddleware, redactor=redactor)
+    # Outside the redaction, which holds an answer back until its end: a 413 or 503 goes out before
+    # the refused body is drained (`body_limit`); it quotes sizes only, never a secret. Inside the
+    # deadline, which bounds its wait for room.
+    app.add_middleware(
+        BodyLimitMiddleware,
+        max_bytes=max_request_bytes,
+        server=name,
+        max_bytes_in_flight=max_request_bytes_in_flight,
+        wait_s=request_bytes_wait_s,
+    )
+    app.add_middleware(DeadlineMiddleware)
     app.add_middleware(CancelOnDisconnectMiddleware)  # outermost: a gone client cancels everything inside
     return app
 

@@ -103,6 +103,8 @@ class BaseServer(Generic[ConfigT]):
             self.name,
             lifespan=lifespan,
             max_request_bytes=self.config.max_request_bytes,
+            max_request_bytes_in_flight=self.config.request_bytes_in_flight_limit,
+            request_bytes_wait_s=self.config.request_bytes_wait_s,
             redactor=self.redactor,
         )
         app.state.server = self

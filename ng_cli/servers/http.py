@@ -27,7 +27,7 @@ from ng_cli.errors import (
     UpstreamUnavailableError,
 )
 from ng_cli.servers.deadline import DEADLINE_HEADER, remaining_s
-from ng_cli.servers.sse import iter_sse_json
+from ng_cli.servers.sse import MAX_EVENT_BYTES, iter_lines, iter_sse_json
 
 __all__ = ["HttpClient", "RetryPolicy", "Timeouts", "error_envelope", "is_retryable"]
 
@@ -109,8 +109,11 @@ class HttpClient:
         timeouts: Timeouts | None = None,
         max_connections: int = 2048,
         max_connections_per_host: int = 0,
+        max_event_bytes: int = MAX_EVENT_BYTES,
     ) -> None:
         self.timeouts = timeouts or Timeouts()
+        self.max_event_bytes = max_event_bytes
+        """Longest server-sent event line `stream_json` reads (a longer one is InvalidOutputError)."""
         self._max_connections = max_connections
         self._max_connections_per_host = max_connections_per_host
         self._session: aiohttp.ClientSession | None = None
@@ -199,8 +202,10 @@ class HttpClient:
         """POST and read the answer as server-sent events: the JSON object of each `data:` line.
 
         Errors before and during the stream are the UpstreamError tree, as for `request_json`;
-        an error status is raised before anything is yielded. Leaving the block early (the
-        caller's client went away) closes the connection, which is how vLLM learns to abort.
+        an error status is raised before anything is yielded, and a stream that ends before its
+        `[DONE]` or final event raises (`iter_sse_json`): cut-off text never reads as complete.
+        Leaving the block early (the caller's client went away) closes the connection, which is
+        how vLLM learns to abort.
         """
         all_headers = {**_JSON_HEADERS, "Accept": "text/event-stream", **(headers or {})}
         timeouts = self._under_deadline(f"POST {url}", url, timeouts, all_headers)
@@ -213,7 +218,8 @@ class HttpClient:
                 async with self._translated_errors(url, timeouts):
                     body = await response.read()
                 raise _http_error("POST", url, response.status, body.decode("utf-8", "replace"))
-            yield self._translated_events(iter_sse_json(response.content), url, timeouts)
+            lines = iter_lines(response.content.iter_any(), source=url, max_line_bytes=self.max_event_bytes)
+            yield self._translated_events(iter_sse_json(lines, source=url), url, timeouts)
         finally:
             # Read to the end: the connection goes back to the pool. Left early (the caller's
             # client went away, or the stream broke): closed, so the server stops generating.

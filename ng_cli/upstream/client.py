@@ -101,7 +101,8 @@ class UpstreamClient:
             try:
                 return await self._attempt(endpoint, url, payload)
             except UpstreamError as error:
-                await attempts.back_off(endpoint, error)
+                if not await attempts.back_off(endpoint, error):
+                    raise
 
     @asynccontextmanager
     async def stream(
@@ -121,7 +122,8 @@ class UpstreamClient:
                 first = await anext(events, None)
             except BaseException as error:
                 await stack.aclose()
-                await attempts.back_off(endpoint, error)
+                if not await attempts.back_off(endpoint, error):
+                    raise
                 continue
             async with stack:
                 yield _prepended(first, events)
@@ -164,7 +166,13 @@ class UpstreamClient:
             self.pool.record_success(endpoint)  # it answered: the request was at fault
             translated = _client_error(error, endpoint)
             outcome = "context_overflow" if isinstance(translated, ContextOverflowError) else "client_error"
-            raise translated from None
+            try:
+                raise translated from None
+            finally:
+                # A frame that names the exception it raises is a reference cycle (frame ->
+                # exception -> traceback -> frame): the request and its payload, held by the
+                # frames, would wait for the cyclic GC instead of going when the call ends.
+                del translated
         except UpstreamTimeoutError:
             outcome = "timeout"
             if not _caller_gave_up():  # cut by the caller's deadline, the endpoint is not to blame
@@ -265,17 +273,19 @@ class _Attempts:
             self.attempt += 1
             return endpoint
 
-    async def back_off(self, endpoint: Endpoint, error: BaseException) -> None:
-        """Sleep before the next attempt; re-raise `error` when another attempt cannot help."""
+    async def back_off(self, endpoint: Endpoint, error: BaseException) -> bool:
+        """Sleep before the next attempt; False when another attempt cannot help (the caller
+        re-raises: raised here, `error` would tie this frame into a reference cycle with it)."""
         client = self.client
         if not isinstance(error, UpstreamError) or not is_retryable(error):
-            raise error
+            return False
         if self.attempt >= client.retry.max_attempts or self.budget_s <= 0:
-            raise error
+            return False
         client.metrics.endpoints[endpoint.base_url].retries.inc()
         delay_s = min(client.retry.delay_s(self.attempt), self.budget_s)
         await asyncio.sleep(delay_s)
         self.budget_s -= delay_s
+        return True
 
 
 def _caller_gave_up() -> bool:

@@ -8,7 +8,8 @@
 
 `open_*` returns only once vLLM has sent its first chunk: until then failover may move the
 call to another endpoint, and a failure is an ordinary error answer with its status. After it,
-a failure ends the stream with an error event. A client that goes away ends the relay, which
+a failure ends the stream with an error event: so does vLLM's own error chunk, and a stream that
+closes before `[DONE]` (`servers.sse`); cut-off text is never `response.completed`. A client that goes away ends the relay, which
 closes the connection to vLLM, which aborts the generation (counted in
 `ng_model_aborted_requests_total`).
 
@@ -29,7 +30,13 @@ from ng_cli.conversion.chunks import ChunkAccumulator
 from ng_cli.conversion.overflow import empty_overflow_chat_completion
 from ng_cli.conversion.response_events import ResponseEvents
 from ng_cli.conversion.to_responses import response_envelope
-from ng_cli.errors import BadRequestError, ContextOverflowError, NgError, UpstreamUnavailableError
+from ng_cli.errors import (
+    BadRequestError,
+    ContextOverflowError,
+    NgError,
+    UpstreamHTTPError,
+    UpstreamUnavailableError,
+)
 from ng_cli.protocol.responses import ResponsesRequest
 from ng_cli.servers.app import status_for
 from ng_cli.servers.sse import DONE, encode_event
@@ -100,6 +107,7 @@ class VllmStreams:
             total = ChunkAccumulator()
             try:
                 async for chunk in chunks:
+                    _refuse_error_chunk(chunk)
                     for event in events.on_delta(total.add(chunk)):
                         yield encode_event(event, event=event["type"])
                 completion = total.completion()
@@ -144,6 +152,7 @@ class VllmStreams:
             total = ChunkAccumulator()
             try:
                 async for chunk in chunks:
+                    _refuse_error_chunk(chunk)
                     total.add(chunk)
                     if chunk.get("usage") is not None:  # the last chunk (stream_options.include_usage)
                         chunk = {**chunk, "weight_version": ticket.stamp()}
@@ -175,6 +184,23 @@ class _AbortCounter:
     async def __aexit__(self, kind: type[BaseException] | None, *_: object) -> None:
         if kind is not None and issubclass(kind, asyncio.CancelledError | GeneratorExit):
             self.vllm.metrics.aborted.inc()
+
+
+def _refuse_error_chunk(chunk: dict[str, Any]) -> None:
+    """vLLM ends a generation that failed mid-stream with an error chunk (then `[DONE]`): the text
+    before it is cut off, so it is an error here too, never the start of a finished answer."""
+    error = chunk.get("error") if isinstance(chunk.get("error"), dict) else None
+    if error is None and chunk.get("object") == "error":  # vLLM before its `{"error": {...}}` envelope
+        error = chunk
+    if error is None:
+        return
+    code = error.get("code")
+    status = code if isinstance(code, int) and 400 <= code < 600 else 500
+    raise UpstreamHTTPError(
+        f"vLLM failed after it had started streaming: {str(error.get('message'))[:500]}",
+        status=status,
+        body=str(error)[:2000],
+    )
 
 
 def _refuse_aborted(completion: dict[str, Any]) -> None:

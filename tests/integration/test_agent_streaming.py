@@ -45,7 +45,7 @@ class Stack:
 
 
 @contextmanager
-def serve_stack(stub: StubVllm, **agent_config: Any) -> Iterator[Stack]:
+def serve_stack(stub: StubVllm, max_event_bytes: int | None = None, **agent_config: Any) -> Iterator[Stack]:
     model_class = load_server_class(REPO / "responses_api_models" / "vllm_model" / "app.py")
     env_class = load_server_class(REPO / "resources_servers" / "example_single_tool_call" / "app.py")
     agent_class = load_server_class(REPO / "responses_api_agents" / "simple_agent" / "app.py")
@@ -71,6 +71,8 @@ def serve_stack(stub: StubVllm, **agent_config: Any) -> Iterator[Stack]:
             }
         )
         agent = agent_class(config, name="agent", servers=servers)
+        if max_event_bytes is not None:
+            agent.http.max_event_bytes = max_event_bytes  # the longest event line it reads
         yield Stack(stack.enter_context(serve_in_thread(agent.build_app())), model_url, stub)
 
 
@@ -103,6 +105,55 @@ async def test_the_agent_streams_every_turn_and_tool_output_to_the_sdk() -> None
     assert [e.item.type for e in added] == ["function_call", "function_call_output"] * 2
     assert [e.sequence_number for e in events] == list(range(len(events)))
     assert final.output[-2].model_dump()["generation_token_ids"]  # training fields survive the relay
+
+
+async def test_a_model_turn_cut_off_upstream_ends_the_agents_stream_with_an_error() -> None:
+    """vLLM's stream closes without `[DONE]` after two tokens. Before: the model server called the
+    cut text `completed`, and so did the agent's stream, as a finished rollout."""
+    with serve_stack(StubVllm(fault="stream_truncated"), max_steps=2) as stack:
+        async with openai.AsyncOpenAI(base_url=f"{stack.agent_url}/v1", api_key="x", max_retries=0) as client:
+            streamed = await client.responses.create(model="m", input="weather in Paris?", stream=True)
+            seen: list[str] = []
+
+            async def read_all() -> None:
+                async for event in streamed:
+                    seen.append(event.type)
+
+            with pytest.raises(openai.APIError, match="ended its event stream before it was complete"):
+                await read_all()
+    assert "response.output_text.delta" in seen  # the cut text had been relayed
+    assert not {"response.completed", "response.incomplete"} & set(seen)
+
+
+async def test_a_model_turn_whose_final_event_is_over_512_kib_streams_through_the_agent() -> None:
+    """The model server's `response.completed` carries a 200k-token prompt's ids: one ~800 KB line
+    in the middle of the agent's reading. Before: aiohttp's `LineTooLong` cut the agent's stream."""
+    messages: list[Any] = [{"role": "user", "content": "y" * 200_000}, {"role": "user", "content": "hi"}]
+    with serve_stack(StubVllm(max_model_len=300_000), max_steps=1) as stack:
+        async with openai.AsyncOpenAI(base_url=f"{stack.agent_url}/v1", api_key="x", max_retries=0) as client:
+            events = [e async for e in await client.responses.create(model="m", input=messages, stream=True)]
+    assert events[-1].type == "response.completed"
+    ids = events[-1].response.output[-1].model_dump()["prompt_token_ids"]
+    assert len(ids) > 200_000
+
+
+async def test_a_model_event_over_the_line_limit_mid_stream_ends_the_agents_stream_with_an_error() -> None:
+    """The model's final event is over what the agent reads (64 MiB by default; 4 KiB here), after
+    its deltas were relayed: the agent's stream ends with an error event that says why. Before:
+    aiohttp's `LineTooLong` cut the stream with no event at all."""
+    messages: list[Any] = [{"role": "user", "content": "y" * 5_000}, {"role": "user", "content": "hi"}]
+    with serve_stack(StubVllm(max_model_len=20_000), max_event_bytes=4096, max_steps=1) as stack:
+        async with openai.AsyncOpenAI(base_url=f"{stack.agent_url}/v1", api_key="x", max_retries=0) as client:
+            streamed = await client.responses.create(model="m", input=messages, stream=True)
+            seen: list[str] = []
+
+            async def read_all() -> None:
+                async for event in streamed:
+                    seen.append(event.type)
+
+            with pytest.raises(openai.APIError, match="streamed an event line of more than 4096 bytes"):
+                await read_all()
+    assert "response.output_text.delta" in seen
 
 
 async def test_a_cancelled_run_cancels_its_model_call() -> None:

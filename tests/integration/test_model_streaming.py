@@ -21,7 +21,7 @@ import pytest
 from ng_cli.config.schema import validate_block
 from ng_cli.servers.loading import load_server_class
 from ng_cli.servers.testing import serve_in_thread
-from tests.fixtures.stub_vllm import StubVllm, reply_ids
+from tests.fixtures.stub_vllm import StubVllm, prompt_ids, reply_ids
 
 pytestmark = pytest.mark.integration
 
@@ -29,8 +29,8 @@ APP = Path(__file__).resolve().parents[2] / "responses_api_models" / "vllm_model
 
 
 @contextmanager
-def serve_over(stubs: list[StubVllm], **overrides: Any) -> Iterator[str]:
-    """vllm_model over in-thread stubs; its URL."""
+def serve_over(stubs: list[StubVllm], max_event_bytes: int | None = None, **overrides: Any) -> Iterator[str]:
+    """vllm_model over in-thread stubs (reading event lines up to `max_event_bytes`); its URL."""
     with ExitStack() as stack:
         roots = [stack.enter_context(serve_in_thread(stub.build_app())) for stub in stubs]
         block: dict[str, Any] = {
@@ -45,6 +45,8 @@ def serve_over(stubs: list[StubVllm], **overrides: Any) -> Iterator[str]:
         }
         server_class = load_server_class(APP)
         server = server_class(validate_block(server_class.config_class, block=block), name="policy_model")
+        if max_event_bytes is not None:
+            server.http.max_event_bytes = max_event_bytes
         yield stack.enter_context(serve_in_thread(server.build_app()))
 
 
@@ -92,6 +94,47 @@ async def test_a_stream_cut_after_the_first_byte_ends_with_an_error_event(client
         )
         with pytest.raises(openai.APIError, match=r"unreachable"):
             await _drain(chat)
+
+
+async def test_a_stream_that_ends_without_done_is_an_error_never_a_finished_answer(client: Any) -> None:
+    """The upstream closes its stream cleanly after two tokens, with no `[DONE]`: the text is cut off.
+    Before: the Response was `completed` with the cut text, and chat got a `[DONE]` of ours."""
+    with serve_over([StubVllm(fault="stream_truncated")]) as url:
+        stream = await client(url).responses.create(model="m", input="hello", stream=True)
+        seen: list[str] = []
+
+        async def read_all() -> None:
+            async for event in stream:
+                seen.append(event.type)
+
+        with pytest.raises(openai.APIError, match=r"ended its event stream before it was complete"):
+            await read_all()
+        assert "response.output_text.delta" in seen
+        assert "response.completed" not in seen
+        assert "response.incomplete" not in seen
+
+        chat = await client(url).chat.completions.create(
+            model="m", messages=[{"role": "user", "content": "hello"}], stream=True
+        )
+        with pytest.raises(openai.APIError, match=r"ended its event stream before it was complete"):
+            await _drain(chat)
+
+
+async def test_vllms_error_chunk_mid_stream_is_an_error_never_a_finished_answer(client: Any) -> None:
+    """vLLM ends a failed generation with an error chunk and `[DONE]`. Before: the Response was
+    `completed` with the text up to the failure."""
+    with serve_over([StubVllm(fault="stream_error")]) as url:
+        stream = await client(url).responses.create(model="m", input="hello", stream=True)
+        seen: list[str] = []
+
+        async def read_all() -> None:
+            async for event in stream:
+                seen.append(event.type)
+
+        with pytest.raises(openai.APIError, match=r"EngineCore died mid-generation"):
+            await read_all()
+        assert "response.output_text.delta" in seen
+        assert "response.completed" not in seen
 
 
 async def test_raw_error_event_is_openais_shape() -> None:
@@ -147,6 +190,38 @@ async def test_streamed_token_ids_equal_the_unstreamed_ones(client: Any) -> None
         i for c in chunks if c.choices for i in (c.choices[0].model_extra or {}).get("token_ids") or []
     ]
     assert chat_ids == reply_ids("Echo: count")
+
+
+async def test_a_first_chunk_over_512_kib_streams(client: Any) -> None:
+    """An 200k-token prompt's `prompt_token_ids` make vLLM's first chunk an ~800 KB line. Before:
+    aiohttp's line limit (512 KiB) made it a 500 `LineTooLong` before any event."""
+    messages: list[Any] = [{"role": "user", "content": "y" * 200_000}, {"role": "user", "content": "hi"}]
+    expected = prompt_ids(messages)
+    with serve_over([StubVllm(max_model_len=300_000)], return_token_id_information=True) as url:
+        sdk = client(url)
+        events = [e async for e in await sdk.responses.create(model="m", input=messages, stream=True)]
+        chunks = [
+            c async for c in await sdk.chat.completions.create(model="m", messages=messages, stream=True)
+        ]
+    assert events[-1].type == "response.completed"
+    assert events[-1].response.output[-1].model_dump()["prompt_token_ids"] == expected
+    assert (chunks[0].model_extra or {})["prompt_token_ids"] == expected
+    assert len(orjson.dumps(expected)) > 512 * 1024
+
+
+async def test_a_first_chunk_over_the_line_limit_is_a_clear_502(client: Any) -> None:
+    """A line over what we read (`max_event_bytes`, 64 MiB by default; 4 KiB here) is refused with
+    a message that says so, before any event; never a 500 with aiohttp's `LineTooLong`."""
+    messages: list[Any] = [{"role": "user", "content": "y" * 5_000}, {"role": "user", "content": "hi"}]
+    with (
+        serve_over(
+            [StubVllm(max_model_len=20_000)], max_event_bytes=4096, return_token_id_information=True
+        ) as url,
+        pytest.raises(openai.APIStatusError, match="streamed an event line of more than 4096 bytes") as info,
+    ):
+        await client(url).responses.create(model="m", input=messages, stream=True)
+    assert info.value.status_code == 502
+    assert info.value.body["type"] == "InvalidOutputError"  # type: ignore[index]
 
 
 async def test_streamed_tool_call_arguments_add_up(client: Any) -> None:

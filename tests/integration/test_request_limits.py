@@ -1,5 +1,5 @@
-"""What a model server refuses before any upstream call: oversized bodies (413), token caps <= 0 (400),
-and routes it does not have (404), each in our error envelope.
+"""What a model server refuses before any upstream call: oversized bodies (413), token caps <= 0 and
+sampling values no upstream accepts (400), and routes it does not have (404), in our error envelope.
 
 vllm_model runs as its own process, started as ng_run starts it, over a stub vLLM in another
 process; the stub's request counter proves nothing was forwarded.
@@ -9,10 +9,13 @@ from __future__ import annotations
 
 import http.client
 import json
+import urllib.error
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx2
 import pytest
 
 from ng_cli.servers.testing import ChildServer, serve_in_child
@@ -74,9 +77,17 @@ def chat_calls(upstream: StubProcess) -> int:
         ("/v1/chat/completions", "max_tokens", 0),
         ("/v1/chat/completions", "max_tokens", -1),
         ("/v1/chat/completions", "max_completion_tokens", -100),
+        ("/v1/chat/completions", "n", -1),
+        ("/v1/chat/completions", "n", 0),
+        ("/v1/chat/completions", "n", True),
+        ("/v1/responses", "temperature", -5),
+        ("/v1/chat/completions", "temperature", -5),
+        ("/v1/chat/completions", "temperature", "hot"),
+        ("/v1/responses", "top_p", 1.5),
+        ("/v1/chat/completions", "top_p", -0.1),
     ],
 )
-def test_a_token_cap_below_one_is_a_400_that_never_reaches_the_upstream(
+def test_a_value_no_upstream_accepts_is_a_400_that_never_reaches_the_upstream(
     model: ChildServer, upstream: StubProcess, path: str, field: str, value: Any
 ) -> None:
     before = chat_calls(upstream)
@@ -95,10 +106,23 @@ def test_a_token_cap_below_one_is_a_400_that_never_reaches_the_upstream(
     assert chat_calls(upstream) == before
 
 
-def test_a_positive_cap_still_goes_through(model: ChildServer, upstream: StubProcess) -> None:
-    status, answer = request(model, "POST", "/v1/responses", b'{"input": "hi", "max_output_tokens": 8}')
+@pytest.mark.parametrize(
+    ("path", "fields"),
+    [
+        ("/v1/responses", {"max_output_tokens": 8}),
+        ("/v1/responses", {"temperature": 0, "top_p": 1}),
+        ("/v1/chat/completions", {"n": 1, "temperature": 1.5, "top_p": 0.9}),
+    ],
+)
+def test_values_in_range_still_go_through(
+    model: ChildServer, upstream: StubProcess, path: str, fields: dict[str, Any]
+) -> None:
+    body: dict[str, Any] = (
+        {"input": "hi"} if path == "/v1/responses" else {"messages": [{"role": "user", "content": "hi"}]}
+    )
+    status, answer = request(model, "POST", path, json.dumps({**body, **fields}).encode())
     assert status == 200, answer
-    assert answer["object"] == "response"
+    assert answer["object"] == ("response" if path == "/v1/responses" else "chat.completion")
 
 
 @pytest.mark.parametrize(
@@ -138,6 +162,49 @@ def test_a_declared_oversized_body_is_refused_before_it_is_read(
     assert f"{300 * MIB} bytes declared" in answer["error"]["message"]
     assert "max_request_bytes=4194304" in answer["error"]["message"]
     assert chat_calls(upstream) == before
+
+
+def _oversized_body() -> bytes:
+    return b'{"input": "' + b"y" * (6 * MIB) + b'"}'  # 1.5x the limit, more than a socket buffers
+
+
+@pytest.mark.parametrize("declared", [True, False], ids=["content-length", "chunked"])
+def test_urllib_which_writes_the_whole_body_before_reading_gets_the_413(
+    model: ChildServer, upstream: StubProcess, declared: bool
+) -> None:
+    """Before: a declared oversized body was refused with `Connection: close` while urllib was
+    still writing it, so urllib got a connection reset instead of the answer (curl, which reads
+    first, saw the 413)."""
+    before = chat_calls(upstream)
+    body = _oversized_body()
+    data: Any = body if declared else iter([body[i : i + MIB] for i in range(0, len(body), MIB)])
+    call = urllib.request.Request(
+        f"{model.url}/v1/responses", data=data, headers={"Content-Type": "application/json"}
+    )
+    with pytest.raises(urllib.error.HTTPError) as info:
+        urllib.request.urlopen(call, timeout=60)
+
+    assert info.value.code == 413
+    error = json.loads(info.value.read())["error"]
+    assert error["type"] == "RequestTooLargeError"
+    assert "max_request_bytes=4194304" in error["message"]
+    assert chat_calls(upstream) == before
+
+
+async def test_httpx_which_writes_the_whole_body_before_reading_gets_the_413(
+    model: ChildServer, upstream: StubProcess
+) -> None:
+    """The `openai` SDK's HTTP client, the same way (before: `RemoteProtocolError`/reset)."""
+    async with httpx2.AsyncClient(timeout=60) as client:
+        answer = await client.post(
+            f"{model.url}/v1/responses",
+            content=_oversized_body(),
+            headers={"Content-Type": "application/json"},
+        )
+        assert answer.status_code == 413
+        assert answer.json()["error"]["type"] == "RequestTooLargeError"
+        again = await client.get(f"{model.url}/health")  # the connection (or a new one) still serves
+        assert again.status_code == 200
 
 
 def peak_rss_mb(pid: int) -> float:

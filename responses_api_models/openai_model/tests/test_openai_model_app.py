@@ -69,6 +69,8 @@ class StubOpenAI(StubVllm):
                 },
                 {"type": "response.completed", "response": answer},
             ]
+            if self.fault == "stream_truncated":
+                events = events[:-1]  # the stream ends cleanly, without its final event
             text = b"".join(
                 f"event: {e['type']}\n".encode()
                 + b"data: "
@@ -220,3 +222,28 @@ async def test_streams_are_relayed_as_the_upstream_sends_them(
     ]
     assert upstream.responses_bodies[-1]["model"] == "stub-model"
     assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices) == "Echo: hi"
+
+
+async def test_a_truncated_upstream_stream_is_relayed_as_an_error_never_as_complete(
+    upstream: StubOpenAI, upstream_url: str
+) -> None:
+    """The upstream ends its stream cleanly but early (chat: no `[DONE]`; Responses: no final
+    event). Before: chat got our `[DONE]` after the cut text, and the Responses stream just ended."""
+    import openai
+
+    upstream.fault = "stream_truncated"
+    with serve_model(f"{upstream_url}/v1") as url:
+        async with openai.AsyncOpenAI(base_url=f"{url}/v1", api_key="x", max_retries=0) as client:
+            with pytest.raises(openai.APIError, match="ended its event stream before it was complete"):
+                async for _ in await client.chat.completions.create(
+                    model="m", messages=[{"role": "user", "content": "hi"}], stream=True
+                ):
+                    pass
+        async with (
+            aiohttp.ClientSession() as http,
+            http.post(f"{url}/v1/responses", json={"input": "hi", "stream": True}) as answer,
+        ):
+            blocks = (await answer.read()).decode().strip().split("\n\n")
+    kinds = [block.split("\n")[0].removeprefix("event: ") for block in blocks]
+    assert kinds == ["response.created", "response.output_text.delta", "error"]
+    assert "ended its event stream before it was complete" in blocks[-1]
