@@ -32,12 +32,21 @@ def repo_root() -> Path:
     return Path(__file__).resolve().parents[2]
 
 
-def env_yaml_path() -> tuple[Path, bool]:
-    """The env.yaml to merge, and whether it was named explicitly (then it must exist)."""
+def env_yaml_path(cwd: Path | None = None) -> tuple[Path, bool]:
+    """The env.yaml to merge, and whether it was named explicitly (then it must exist).
+
+    `$NG_ENV_YAML` if set; else `env.yaml` in the working directory, then at the repo root, the
+    first that exists (NeMo Gym's order: a project run from its own root reads its own env.yaml).
+    When neither exists, the working directory's is returned, so messages point where to put one.
+    """
     override = os.environ.get(ENV_YAML_ENV)
     if override:
         return Path(override).expanduser().resolve(), True
-    return repo_root() / "env.yaml", False
+    here = (cwd or Path.cwd()).resolve() / "env.yaml"
+    for candidate in (here, repo_root() / "env.yaml"):
+        if candidate.is_file():
+            return candidate, False
+    return here, False
 
 
 def implementation_dir(server_type: str, implementation: str) -> Path:
