@@ -50,8 +50,17 @@ def env_yaml_path(cwd: Path | None = None) -> tuple[Path, bool]:
 
 
 def implementation_dir(server_type: str, implementation: str) -> Path:
-    """The folder of one server implementation, e.g. `<root>/responses_api_models/vllm_model`."""
-    return repo_root() / server_type / implementation
+    """The folder of one server implementation, e.g. `<root>/responses_api_models/vllm_model`.
+
+    The repo root's first, then the working directory's: an environment that
+    `ng_init_resources_server` wrote into another project is found when run from that project's
+    root. The repo's own implementations are never shadowed (NeMo Gym's root holds folders of the
+    same names whose apps are NeMo Gym's)."""
+    ours = repo_root() / server_type / implementation
+    if ours.is_dir():
+        return ours
+    here = Path.cwd() / server_type / implementation
+    return here.resolve() if here.is_dir() else ours
 
 
 def available_implementations(server_type: str) -> list[str]:
