@@ -20,6 +20,7 @@ still read as it was: that is the checked content.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 from array import array
 from collections.abc import Iterator, Mapping
@@ -248,5 +249,14 @@ def merge_params(params: Mapping[str, Any], overrides: Mapping[str, Any]) -> dic
 
 
 def with_seed(row: Mapping[str, Any], seed: int) -> dict[str, Any]:
-    """The row with `responses_create_params.seed` set (NeMo Gym's `num_repeats_add_seed`)."""
-    return {**row, "responses_create_params": {**row["responses_create_params"], "seed": seed}}
+    """The row with `seed` in `responses_create_params.metadata.extra_body` (NeMo Gym's
+    `num_repeats_add_seed`, 0.7.0 `_preprocess_raw_rows`, byte for byte: metadata values are
+    strings, so extra_body is a JSON object in a string). vllm_model merges it into the chat body
+    last, so it wins over a `seed` the row already has; other model servers ignore it."""
+    params = dict(row["responses_create_params"])
+    metadata = dict(params.get("metadata") or {})
+    extra_body = json.loads(metadata.get("extra_body", "{}"))
+    extra_body["seed"] = seed
+    metadata["extra_body"] = json.dumps(extra_body)
+    params["metadata"] = metadata
+    return {**row, "responses_create_params": params}
