@@ -23,6 +23,7 @@ __all__ = ["app", "collect", "main"]
 _EPILOG = """\b
 Config keys this command reads (see docs/collecting.md):
   agent_name               agent instance for every row (else each row's agent_ref)
+  agent_map                {old_agent: new_agent, _default: agent}: re-route rows by their agent_ref
   input_jsonl_fpath        input rows, each with a responses_create_params object
   output_jsonl_fpath       scored rollouts; _failures.jsonl, _metrics.json, _fingerprint.json beside it
   limit                    only the first N rows

@@ -57,7 +57,9 @@ async def collect_rollouts(
     """Validate, discover, resume, then run every missing (task, rollout) pair.
 
     `redactor` holds the composed config's secrets; they never reach the failures file."""
-    summary = scan_input(config.input_jsonl_fpath, limit=config.limit, agent_name=config.agent_name)
+    summary = scan_input(
+        config.input_jsonl_fpath, limit=config.limit, agent_name=config.agent_name, agent_map=config.agent_map
+    )
     http = HttpClient(
         timeouts=_http_timeouts(config.rollout_timeout_s),
         max_connections=config.num_samples_in_parallel + 16,

@@ -6,7 +6,7 @@ rows and the way they are rolled out are unchanged, so the first run stores a fi
 `<output stem>_fingerprint.json`:
 
     input file sha256 and size, agent_name, num_repeats, limit, responses_create_params overrides,
-    num_repeats_add_seed
+    num_repeats_add_seed, agent_map
 
 Parallelism, timeouts and retry settings are not part of it: they change how, not what. A
 different fingerprint is a ConfigError that offers `+overwrite=true`.
@@ -14,7 +14,7 @@ different fingerprint is a ConfigError that offers `+overwrite=true`.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -84,6 +84,7 @@ class Fingerprint:
     responses_create_params: dict[str, Any]
     num_repeats_add_seed: bool = False
     version: int = FINGERPRINT_VERSION
+    agent_map: dict[str, str] = field(default_factory=dict)
 
     @classmethod
     def of(cls, config: CollectConfig, summary: InputSummary) -> Fingerprint:
@@ -95,6 +96,7 @@ class Fingerprint:
             limit=config.limit,
             responses_create_params=config.responses_create_params,
             num_repeats_add_seed=config.num_repeats_add_seed,
+            agent_map=config.agent_map,
         )
 
     @classmethod

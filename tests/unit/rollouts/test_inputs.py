@@ -225,3 +225,19 @@ def test_with_seed_puts_the_seed_where_nemo_gym_does_and_leaves_the_row_alone() 
         "input": "q",
         "metadata": {"extra_body": '{"seed": 0}'},
     }
+
+
+def test_agent_map_reroutes_by_the_rows_agent_then_its_default(tmp_path: Path) -> None:
+    """NeMo Gym 0.7.0's precedence: agent_map[<row agent_ref.name>] > agent_map._default > agent_ref."""
+    rows = [
+        {"responses_create_params": {}, "agent_ref": {"name": "old"}},
+        {"responses_create_params": {}, "agent_ref": {"name": "kept"}},
+        {"responses_create_params": {}},
+    ]
+    path = write_rows(tmp_path / "in.jsonl", rows)
+    summary = scan_input(path, limit=None, agent_name=None, agent_map={"old": "new", "_default": "fallback"})
+    assert [summary.agent_of(i) for i in range(3)] == ["new", "fallback", "fallback"]
+    summary = scan_input(path, limit=None, agent_name="solo", agent_map={"old": "new"})
+    assert [summary.agent_of(i) for i in range(3)] == ["new", "solo", "solo"]
+    with pytest.raises(DataError, match="no 'agent_ref'"):
+        scan_input(path, limit=None, agent_name=None, agent_map={"old": "new"})

@@ -69,6 +69,7 @@ def test_parallelism_and_timeouts_are_not_part_of_the_fingerprint(
         ({"limit": 10}, "limit: null -> 10"),
         ({"responses_create_params": {"temperature": 1.0}}, "responses_create_params"),
         ({"num_repeats_add_seed": True}, "num_repeats_add_seed: false -> true"),
+        ({"agent_map": {"a": "b"}}, 'agent_map: {} -> {"a":"b"}'),
     ],
 )
 def test_differences_name_each_changed_field(fingerprint: Fingerprint, change: dict, named: str) -> None:
