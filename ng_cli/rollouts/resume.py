@@ -39,12 +39,16 @@ FINGERPRINT_VERSION = 1
 
 @dataclass(frozen=True)
 class OutputPaths:
-    """The files one run writes, all beside the output: `out.jsonl` -> `out_failures.jsonl`, ..."""
+    """The files one run writes, all beside the output: `out.jsonl` -> `out_failures.jsonl`, ...
+
+    `_materialized_inputs.jsonl` and `_aggregate_metrics.json` are NeMo Gym's files, under its names."""
 
     output: Path
     failures: Path
     fingerprint: Path
     metrics: Path
+    materialized: Path
+    aggregate_metrics: Path
 
     @classmethod
     def for_output(cls, output: Path) -> OutputPaths:
@@ -54,6 +58,8 @@ class OutputPaths:
             failures=stem.with_name(stem.name + "_failures.jsonl"),
             fingerprint=stem.with_name(stem.name + "_fingerprint.json"),
             metrics=stem.with_name(stem.name + "_metrics.json"),
+            materialized=stem.with_name(stem.name + "_materialized_inputs.jsonl"),
+            aggregate_metrics=stem.with_name(stem.name + "_aggregate_metrics.json"),
         )
 
     @property
@@ -64,11 +70,18 @@ class OutputPaths:
 
     @property
     def all(self) -> tuple[Path, ...]:
-        return (self.output, self.failures, self.fingerprint, self.metrics)
+        return (
+            self.output,
+            self.failures,
+            self.fingerprint,
+            self.metrics,
+            self.materialized,
+            self.aggregate_metrics,
+        )
 
     def remove_run_files(self) -> None:
         """Everything but the output itself (which the writer truncates under its lock)."""
-        for path in (self.failures, self.fingerprint, self.metrics):
+        for path in self.all[1:]:
             path.unlink(missing_ok=True)
 
 
