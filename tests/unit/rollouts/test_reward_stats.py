@@ -2,39 +2,15 @@
 
 from __future__ import annotations
 
-import json
 import math
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from ng_cli.rollouts.reward_stats import aggregate_metrics, profile_from_data, t_interval
+from tests.fixtures.nemo_gym_metrics.compare import load, same
 
-FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "nemo_gym_metrics"
 CASES = ["three_by_three", "single_repeat"]
-
-
-def load(name: str) -> Any:
-    return json.loads((FIXTURES / name).read_text())
-
-
-def same(ours: Any, theirs: Any, where: str = "") -> None:
-    """Equal structure, keys and values (floats to 1e-9 relative: pandas sums in another order)."""
-    if isinstance(theirs, dict):
-        assert isinstance(ours, dict), where
-        assert sorted(ours) == sorted(theirs), f"{where}: keys differ: {set(ours) ^ set(theirs)}"
-        for key in theirs:
-            same(ours[key], theirs[key], f"{where}.{key}")
-    elif isinstance(theirs, list):
-        assert isinstance(ours, list), where
-        assert len(ours) == len(theirs), where
-        for i, (a, b) in enumerate(zip(ours, theirs, strict=True)):
-            same(a, b, f"{where}[{i}]")
-    elif isinstance(theirs, float):
-        assert math.isclose(ours, theirs, rel_tol=1e-9, abs_tol=1e-12), f"{where}: {ours} != {theirs}"
-    else:
-        assert ours == theirs, f"{where}: {ours!r} != {theirs!r}"
 
 
 def stripped(result: dict[str, Any]) -> dict[str, Any]:
