@@ -16,19 +16,26 @@ other files before anything was written.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 import orjson
 
+from ng_cli.errors import DataError
 from ng_cli.outputs import write_atomically, write_bytes_atomically
 from ng_cli.rollouts.config import CollectConfig
 from ng_cli.rollouts.inputs import InputSummary, iter_tasks, with_seed
 from ng_cli.rollouts.results import ROLLOUT_KEY, TASK_KEY
 from ng_cli.rollouts.reward_stats import aggregate_metrics, rollout_numbers
 
-__all__ = ["materialized_rows", "write_aggregate_metrics", "write_materialized_inputs"]
+__all__ = [
+    "aggregate_entries",
+    "materialized_rows",
+    "read_rows",
+    "write_aggregate_metrics",
+    "write_materialized_inputs",
+]
 
 
 def materialized_rows(config: CollectConfig, summary: InputSummary) -> Iterator[dict[str, Any]]:
@@ -47,18 +54,37 @@ def write_materialized_inputs(config: CollectConfig, summary: InputSummary, path
 
 
 def write_aggregate_metrics(output: Path, path: Path) -> list[dict[str, Any]]:
-    """Read the scored rollouts back, one agent at a time in memory as numbers, and write NeMo
-    Gym's per-agent aggregate metrics (an empty list when nothing was scored)."""
-    by_agent: dict[str, list[dict[str, Any]]] = defaultdict(list)
-    with output.open("rb") as file:
-        for raw in file:
+    """Read the scored rollouts back and write NeMo Gym's per-agent aggregate metrics (an empty
+    list when nothing was scored)."""
+    entries = aggregate_entries(read_rows(output, skip_torn=True))
+    write_bytes_atomically(path, orjson.dumps(entries, option=orjson.OPT_INDENT_2))
+    return entries
+
+
+def read_rows(path: Path, *, skip_torn: bool = False) -> Iterator[dict[str, Any]]:
+    """The JSON rows of a JSONL file (blank lines skipped); a bad line is a DataError naming it,
+    or skipped with `skip_torn` (the collector's own output: a torn last line is repaired on resume)."""
+    with path.open("rb") as file:
+        for line_no, raw in enumerate(file, start=1):
             if not raw.strip():
                 continue
             try:
                 row = orjson.loads(raw)
-            except orjson.JSONDecodeError:
-                continue  # a torn last line; resume repairs it
-            by_agent[_agent_name(row)].append(_reduced(row))
+            except orjson.JSONDecodeError as exc:
+                if skip_torn:
+                    continue
+                raise DataError(f"{path}:{line_no}: not valid JSON ({exc})") from None
+            if isinstance(row, dict) and TASK_KEY in row and ROLLOUT_KEY in row:
+                yield row
+            elif not skip_torn:
+                raise DataError(f"{path}:{line_no}: not a rollout row (no {TASK_KEY} and {ROLLOUT_KEY})")
+
+
+def aggregate_entries(rows: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Per agent, NeMo Gym's default `/aggregate_metrics` of its rollouts (kept as numbers only)."""
+    by_agent: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for row in rows:
+        by_agent[_agent_name(row)].append(_reduced(row))
     entries = []
     for agent in sorted(by_agent):
         rollouts = sorted(by_agent[agent], key=lambda r: (r[TASK_KEY], r[ROLLOUT_KEY]))
@@ -72,7 +98,6 @@ def write_aggregate_metrics(output: Path, path: Path) -> list[dict[str, Any]]:
                 "repeat_level_metrics": metrics["repeat_level_metrics"],
             }
         )
-    write_bytes_atomically(path, orjson.dumps(entries, option=orjson.OPT_INDENT_2))
     return entries
 
 
