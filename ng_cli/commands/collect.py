@@ -23,11 +23,13 @@ __all__ = ["app", "collect", "main"]
 _EPILOG = """\b
 Config keys this command reads (see docs/collecting.md):
   agent_name               agent instance for every row (else each row's agent_ref)
+  agent_map                {old_agent: new_agent, _default: agent}: re-route rows by their agent_ref
   input_jsonl_fpath        input rows, each with a responses_create_params object
-  output_jsonl_fpath       scored rollouts; _failures.jsonl, _metrics.json, _fingerprint.json beside it
+  output_jsonl_fpath       scored rollouts; _failures.jsonl, _metrics.json, _fingerprint.json and
+                           NeMo Gym's _materialized_inputs.jsonl, _aggregate_metrics.json beside it
   limit                    only the first N rows
   num_repeats              rollouts per row (default 1)
-  num_repeats_add_seed     true: repeat i of a row sends seed: i to the model (reproducible repeats)
+  num_repeats_add_seed     true: repeat i sends seed: i (in metadata.extra_body) to the model
   num_samples_in_parallel  rollouts in flight (default 64)
   responses_create_params  merged into every row's (e.g. +responses_create_params.temperature=0.7)
   rollout_timeout_s        deadline per attempt (default 900); max_attempts (default 3)

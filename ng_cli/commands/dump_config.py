@@ -25,7 +25,7 @@ __all__ = ["app", "dump_config", "main"]
 _EPILOG = """\b
 Config keys this command reads:
   config_paths   YAML files to merge, in order (files may list more)
-  dotenv_path    another env.yaml instead of the one at the repo root
+  dotenv_path    another env.yaml instead of the cwd's (else the repo root's)
   show_sources   true: same as --sources
   verbose        true: same as --verbose
 Merge order: config files < env.yaml < command-line overrides.

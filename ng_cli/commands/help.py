@@ -1,4 +1,4 @@
-"""`ng_help`: every `ng_*` command with its one-line summary."""
+"""`ng_help`: every `ng_*` command (and `ng`/`gym`) with its one-line summary."""
 
 from __future__ import annotations
 
@@ -14,6 +14,8 @@ from ng_cli.commands._app import make_app, make_console
 __all__ = ["app", "command_summaries", "main", "show_help"]
 
 _DISTRIBUTION = "ng-cli"
+_UMBRELLAS = ("ng", "gym")
+_NOT_OFFERED_MODULE = "ng_cli.commands.not_offered"
 
 app = make_app(help=__doc__)
 
@@ -39,18 +41,25 @@ def command_summaries() -> dict[str, str]:
 
 def _is_ours(entry: importlib.metadata.EntryPoint) -> bool:
     dist = entry.dist
-    return entry.name.startswith("ng_") and dist is not None and dist.name == _DISTRIBUTION
+    named = entry.name.startswith("ng_") or entry.name in _UMBRELLAS
+    return named and dist is not None and dist.name == _DISTRIBUTION
 
 
 def _summary(module: str, name: str) -> str:
-    """The docstring's first line without its "`ng_x`: " prefix (parsing is fast, importing is not)."""
+    """The docstring's first line without its "`ng_x`: " prefix (parsing is fast, importing is not);
+    for a NeMo Gym command not offered here, why not."""
+    if module == _NOT_OFFERED_MODULE:
+        from ng_cli.commands.not_offered import NOT_OFFERED
+
+        reason = NOT_OFFERED.get(name.removeprefix("ng_"))
+        return f"not offered: {reason[0]}" if reason else "(not a command)"
     spec = importlib.util.find_spec(module)
     if spec is None or spec.origin is None:
         return "(module not found)"
     with open(spec.origin, encoding="utf-8") as source:
         docstring = ast.get_docstring(ast.parse(source.read())) or ""
     first = docstring.strip().splitlines()[0] if docstring.strip() else ""
-    return first.removeprefix(f"`{name}`: ") or "(no summary)"
+    return first.removeprefix(f"`{name}`: ").removeprefix("`ng` / `gym`: ") or "(no summary)"
 
 
 def main() -> None:

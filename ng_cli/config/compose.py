@@ -1,7 +1,7 @@
 """Composing one config tree: YAML fragments, then env.yaml, then command-line overrides.
 
     files in config_paths (depth-first; a file's includes merge before it; each file once)
-      < env.yaml (repo root, `$NG_ENV_YAML`, or `+dotenv_path=...`)
+      < env.yaml (`+dotenv_path=...`, `$NG_ENV_YAML`, else the cwd's, else the repo root's)
       < command-line overrides (Hydra grammar; the command line always wins)
       -> NeMo Gym's `_inherit_from` / `_copy` / `_delete_key` (`directives.py`)
       -> `${...}` resolved against the root -> server instances found and checked
@@ -100,11 +100,11 @@ def _with_directives(cfg: DictConfig, sources: Sources) -> tuple[DictConfig, Sou
 def _env_yaml(dotenv_path: str | None, cwd: Path) -> Path:
     if dotenv_path is not None:
         return resolve_config_path(dotenv_path, cwd=cwd, listed_in=f"{COMMAND_LINE} {DOTENV_PATH_KEY}")
-    path, is_explicit = env_yaml_path()
+    path, is_explicit = env_yaml_path(cwd)
     if is_explicit and not path.is_file():
         raise ConfigError(
             f"env.yaml not found: NG_ENV_YAML points at {path}",
-            hint="create the file or unset NG_ENV_YAML to use env.yaml at the repo root",
+            hint="create the file or unset NG_ENV_YAML to use env.yaml in the current directory or the repo root",
         )
     return path
 

@@ -32,17 +32,35 @@ def repo_root() -> Path:
     return Path(__file__).resolve().parents[2]
 
 
-def env_yaml_path() -> tuple[Path, bool]:
-    """The env.yaml to merge, and whether it was named explicitly (then it must exist)."""
+def env_yaml_path(cwd: Path | None = None) -> tuple[Path, bool]:
+    """The env.yaml to merge, and whether it was named explicitly (then it must exist).
+
+    `$NG_ENV_YAML` if set; else `env.yaml` in the working directory, then at the repo root, the
+    first that exists (NeMo Gym's order: a project run from its own root reads its own env.yaml).
+    When neither exists, the working directory's is returned, so messages point where to put one.
+    """
     override = os.environ.get(ENV_YAML_ENV)
     if override:
         return Path(override).expanduser().resolve(), True
-    return repo_root() / "env.yaml", False
+    here = (cwd or Path.cwd()).resolve() / "env.yaml"
+    for candidate in (here, repo_root() / "env.yaml"):
+        if candidate.is_file():
+            return candidate, False
+    return here, False
 
 
 def implementation_dir(server_type: str, implementation: str) -> Path:
-    """The folder of one server implementation, e.g. `<root>/responses_api_models/vllm_model`."""
-    return repo_root() / server_type / implementation
+    """The folder of one server implementation, e.g. `<root>/responses_api_models/vllm_model`.
+
+    The repo root's first, then the working directory's: an environment that
+    `ng_init_resources_server` wrote into another project is found when run from that project's
+    root. The repo's own implementations are never shadowed (NeMo Gym's root holds folders of the
+    same names whose apps are NeMo Gym's)."""
+    ours = repo_root() / server_type / implementation
+    if ours.is_dir():
+        return ours
+    here = Path.cwd() / server_type / implementation
+    return here.resolve() if here.is_dir() else ours
 
 
 def available_implementations(server_type: str) -> list[str]:

@@ -62,7 +62,9 @@ class SuiteResult:
 
 
 def resolve_server_folder(entrypoint: object, *, cwd: Path) -> Path:
-    """`resources_servers/<name>` (relative to the cwd or the repo root) -> an existing folder."""
+    """`resources_servers/<name>` (relative to the cwd or the repo root) -> an existing folder.
+
+    A server folder of the working directory counts too: `ng_init_resources_server` writes there."""
     if not isinstance(entrypoint, str) or not entrypoint.strip():
         raise ConfigError(
             f"entrypoint: expected a server folder such as resources_servers/<name>, got {entrypoint!r}",
@@ -71,6 +73,8 @@ def resolve_server_folder(entrypoint: object, *, cwd: Path) -> Path:
     raw = Path(entrypoint.strip().rstrip("/"))
     candidates = [raw] if raw.is_absolute() else [cwd / raw, repo_root() / raw]
     servers = find_server_folders(repo_root(), with_tests_only=False)
+    if cwd.resolve() != repo_root():
+        servers += find_server_folders(cwd, with_tests_only=False)
     known = [display_path(folder) for folder in servers]
     for candidate in candidates:
         if candidate.is_dir():
@@ -78,7 +82,7 @@ def resolve_server_folder(entrypoint: object, *, cwd: Path) -> Path:
             if folder not in {server.resolve() for server in servers}:
                 raise ConfigError(
                     f"entrypoint: {entrypoint!r} ({folder}) is not a server folder of this project; "
-                    "ng_test runs only <server_type>/<name> folders under the repo root",
+                    "ng_test runs only <server_type>/<name> folders under the repo root or the current directory",
                     hint=f"server folders: {', '.join(known) or 'none'}",
                 )
             return folder
@@ -114,12 +118,13 @@ def run_suite(folder: Path, *, pytest_args: Sequence[str] = (), capture: bool = 
             hint="install the dev extra: pip install -e '.[dev]' (scripts/test.sh does)",
         )
     command = [sys.executable, "-m", "pytest", str(folder), *pytest_args]
+    project = folder.resolve().parents[1]  # the root that holds <server_type>/<name>: ours, or the cwd
     started = time.monotonic()
     if not capture:
-        code = subprocess.run(command, cwd=repo_root(), check=False).returncode
+        code = subprocess.run(command, cwd=project, check=False).returncode
         return SuiteResult(folder, code, time.monotonic() - started)
     completed = subprocess.run(
-        command, cwd=repo_root(), check=False, stdin=subprocess.DEVNULL, capture_output=True, text=True
+        command, cwd=project, check=False, stdin=subprocess.DEVNULL, capture_output=True, text=True
     )
     tail = deque((completed.stdout + completed.stderr).splitlines(), maxlen=40)
     return SuiteResult(folder, completed.returncode, time.monotonic() - started, tuple(tail))

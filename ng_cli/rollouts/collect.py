@@ -3,12 +3,13 @@
     scan_input (validate every line, hash the file)      nothing has run yet: bad input -> exit 2
     find_agent_urls (+agent_urls or head server)          unknown agent -> exit 2
     open_run (lock, fingerprint, resume, torn tail)       different run -> exit 2, offers +overwrite
+    <stem>_materialized_inputs.jsonl (every row as sent)  NeMo Gym's file (`materialized`)
     producer --(queue of 2 x parallel)--> workers x num_samples_in_parallel
         (reads the input again; it changed since the check -> exit 2, naming it)
         worker: POST <agent>/run  (deadline, bounded attempts, backoff with jitter)
             ok     -> one os.write of one line to the output
             failed -> classify -> retry, or one line to the failures file
-    close_run (rewrite failures file, write metrics)
+    close_run (rewrite failures file, write metrics and NeMo Gym's _aggregate_metrics.json)
 
 The input is read twice as a stream and never held; memory is the queue, the rollouts in flight,
 and ~9 bytes per (task, rollout) pair in the scoreboard.
@@ -28,6 +29,7 @@ from ng_cli.rollouts.config import CollectConfig
 from ng_cli.rollouts.discovery import find_agent_urls
 from ng_cli.rollouts.failures import FailureKind, classify
 from ng_cli.rollouts.inputs import Task, iter_tasks, scan_input, with_seed
+from ng_cli.rollouts.materialized import write_materialized_inputs
 from ng_cli.rollouts.progress import NullView, ProgressView, RunStats
 from ng_cli.rollouts.results import to_output_line
 from ng_cli.rollouts.run import CollectResult, RunFiles, close_run, open_run
@@ -57,7 +59,9 @@ async def collect_rollouts(
     """Validate, discover, resume, then run every missing (task, rollout) pair.
 
     `redactor` holds the composed config's secrets; they never reach the failures file."""
-    summary = scan_input(config.input_jsonl_fpath, limit=config.limit, agent_name=config.agent_name)
+    summary = scan_input(
+        config.input_jsonl_fpath, limit=config.limit, agent_name=config.agent_name, agent_map=config.agent_map
+    )
     http = HttpClient(
         timeouts=_http_timeouts(config.rollout_timeout_s),
         max_connections=config.num_samples_in_parallel + 16,
@@ -67,6 +71,7 @@ async def collect_rollouts(
         files = open_run(config, summary, redactor=redactor)
         collector = _Collector(config, files, http, urls)
         try:
+            write_materialized_inputs(config, summary, files.paths.materialized)
             await collector.run(iter_tasks(summary, params_overrides=config.responses_create_params), view)
         finally:
             files.close()

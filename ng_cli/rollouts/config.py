@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from ng_cli.config.command_options import refuse_non_finite
 from ng_cli.config.compose import ComposedConfig
@@ -34,7 +34,11 @@ class CollectConfig(BaseModel):
     output_jsonl_fpath: Path
     """Where scored rollouts go; `_failures.jsonl`, `_fingerprint.json`, `_metrics.json` sit beside it."""
     agent_name: str | None = None
-    """The agent instance to run every row with; without it, each row's `agent_ref` names one."""
+    """The agent instance to run every row with; without it, each row's `agent_ref` names one.
+    (NeMo Gym's shorthand for `agent_map: {_default: <agent_name>}`.)"""
+    agent_map: dict[str, str] = Field(default_factory=dict)
+    """Re-routing by the row's `agent_ref.name` ({old_agent: new_agent}); `_default` applies to
+    every row with no entry of its own, rows without `agent_ref` included (NeMo Gym's option)."""
     limit: int | None = Field(default=None, ge=1)
     """Use only the first `limit` rows of the input."""
     num_repeats: int = Field(default=1, ge=1)
@@ -70,6 +74,15 @@ class CollectConfig(BaseModel):
     max_staleness: int | None = Field(default=None, ge=0)
     """Flag rows whose model calls span more than this many weight updates (`stale: true`)."""
 
+    @model_validator(mode="after")
+    def _one_default_agent(self) -> CollectConfig:
+        default = self.agent_map.get("_default")
+        if self.agent_name is not None and default is not None and default != self.agent_name:
+            raise ValueError(
+                f"agent_name={self.agent_name!r} conflicts with agent_map._default={default!r}; set only one of them"
+            )
+        return self
+
     @field_validator("head_server_url")
     @classmethod
     def _http_url(cls, value: str) -> str:
@@ -93,8 +106,28 @@ _STACK_KEYS = frozenset({"head_server", "config_paths", "dotenv_path", "verbose"
 """Top-level keys other commands own; never mistaken for a misspelt collector option."""
 
 
+NOT_OFFERED = {
+    "fan_out": (
+        "runs a row once per listed agent, numbering the copies as more repeats of one task; here a "
+        "task runs on one agent",
+        "collect once per agent, each into its own output: +agent_name=<agent> +output_jsonl_fpath=<agent>.jsonl",
+    ),
+    "input_glob": (
+        "is ng_aggregate_rollouts' option (the shards to aggregate), not the collector's",
+        "ng_aggregate_rollouts +input_glob='results/rollouts-*.jsonl' +output_jsonl_fpath=results/rollouts.jsonl",
+    ),
+    "prompt_config": (
+        "builds each row's input from a prompt template at rollout time; here rows are sent as written",
+        "render the prompts first: ng_materialize_prompts +input_jsonl_fpath=raw.jsonl "
+        "+prompt_config=prompt.yaml +output_jsonl_fpath=rows.jsonl, then collect from rows.jsonl",
+    ),
+}
+"""NeMo Gym collector options not offered here: key -> (why, what to do instead)."""
+
+
 def collect_config_from(composed: ComposedConfig) -> CollectConfig:
     """Pick the collection keys out of the composed tree; a bad value is a ConfigError naming it."""
+    _refuse_not_offered(composed)
     _reject_near_misses(composed)
     values = {key: composed.tree[key] for key in _FIELDS if composed.tree.get(key) is not None}
     refuse_non_finite(values, composed.sources)
@@ -113,6 +146,16 @@ def _head_url_from(block: Any) -> str:
     host = str(block.get("host") or "127.0.0.1")
     host = "127.0.0.1" if host in ("0.0.0.0", "") else host
     return f"http://{host}:{block['port']}"
+
+
+def _refuse_not_offered(composed: ComposedConfig) -> None:
+    """A NeMo Gym option we do not run is refused by name, never ignored."""
+    for key, (why, instead) in NOT_OFFERED.items():
+        if key in composed.tree:
+            raise ConfigError(
+                f"{_origin(composed, key)}  {key}: not offered by ng_collect_rollouts: NeMo Gym's +{key} {why}",
+                hint=instead,
+            )
 
 
 def _reject_near_misses(composed: ComposedConfig) -> None:

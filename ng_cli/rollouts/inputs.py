@@ -20,6 +20,7 @@ still read as it was: that is the checked content.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 from array import array
 from collections.abc import Iterator, Mapping
@@ -31,9 +32,20 @@ import orjson
 
 from ng_cli.errors import DataError
 
-__all__ = ["InputSummary", "Task", "iter_tasks", "merge_params", "scan_input", "with_seed"]
+__all__ = [
+    "DEFAULT_ROUTE",
+    "InputSummary",
+    "Task",
+    "iter_tasks",
+    "merge_params",
+    "route_agent",
+    "scan_input",
+    "with_seed",
+]
 
 AGENT_SERVER_TYPE = "responses_api_agents"
+DEFAULT_ROUTE = "_default"
+"""The `agent_map` key for every row no other key matches (NeMo Gym's name; `+agent_name` is it)."""
 _MAX_PROBLEMS_SHOWN = 20
 _HASH_CHUNK_BYTES = 1 << 20
 
@@ -83,8 +95,13 @@ class Task:
     row: dict[str, Any]
 
 
-def scan_input(path: Path, *, limit: int | None, agent_name: str | None) -> InputSummary:
+def scan_input(
+    path: Path, *, limit: int | None, agent_name: str | None, agent_map: Mapping[str, str] | None = None
+) -> InputSummary:
     """Validate every task line (parse, shape, agent); raise one DataError listing all problems."""
+    routes = dict(agent_map or {})
+    if agent_name is not None:
+        routes.setdefault(DEFAULT_ROUTE, agent_name)
     if not path.is_file():
         raise DataError(
             f"input file not found: {path}", hint="pass +input_jsonl_fpath=<an existing .jsonl file>"
@@ -102,7 +119,7 @@ def scan_input(path: Path, *, limit: int | None, agent_name: str | None) -> Inpu
                 continue
             if limit is not None and len(task_agents) >= limit:
                 break
-            agent = _check_line(raw, agent_name, problems, where=f"{path}:{line_no}")
+            agent = _check_line(raw, routes, problems, where=f"{path}:{line_no}")
             index = agents.setdefault(agent or "", len(agents))
             first_line.setdefault(agent or "", line_no)
             task_agents.append(index)
@@ -125,7 +142,7 @@ def scan_input(path: Path, *, limit: int | None, agent_name: str | None) -> Inpu
     )
 
 
-def _check_line(raw: bytes, agent_name: str | None, problems: list[str], *, where: str) -> str | None:
+def _check_line(raw: bytes, routes: Mapping[str, str], problems: list[str], *, where: str) -> str | None:
     """The row's agent name, or None after recording what is wrong with the line."""
     try:
         row = orjson.loads(raw)
@@ -147,10 +164,25 @@ def _check_line(raw: bytes, agent_name: str | None, problems: list[str], *, wher
         )
         return None
     try:
-        return agent_name or row_agent(row)
+        return route_agent(row, routes)
     except ValueError as exc:
         problems.append(f"{where}: {exc}")
         return None
+
+
+def route_agent(row: Mapping[str, Any], routes: Mapping[str, str]) -> str:
+    """The agent a row runs on, by NeMo Gym's precedence (0.7.0 `_preprocess_raw_rows`):
+    `agent_map[<the row's agent_ref.name>]` > `agent_map._default` (what `+agent_name` sets) >
+    the row's own `agent_ref`. ValueError when none applies."""
+    try:
+        own: str | None = row_agent(row)
+    except ValueError:
+        if DEFAULT_ROUTE not in routes:
+            raise
+        own = None
+    if own is not None and own in routes:
+        return routes[own]
+    return routes.get(DEFAULT_ROUTE) or str(own)
 
 
 def row_agent(row: Mapping[str, Any]) -> str:
@@ -248,5 +280,14 @@ def merge_params(params: Mapping[str, Any], overrides: Mapping[str, Any]) -> dic
 
 
 def with_seed(row: Mapping[str, Any], seed: int) -> dict[str, Any]:
-    """The row with `responses_create_params.seed` set (NeMo Gym's `num_repeats_add_seed`)."""
-    return {**row, "responses_create_params": {**row["responses_create_params"], "seed": seed}}
+    """The row with `seed` in `responses_create_params.metadata.extra_body` (NeMo Gym's
+    `num_repeats_add_seed`, 0.7.0 `_preprocess_raw_rows`, byte for byte: metadata values are
+    strings, so extra_body is a JSON object in a string). vllm_model merges it into the chat body
+    last, so it wins over a `seed` the row already has; other model servers ignore it."""
+    params = dict(row["responses_create_params"])
+    metadata = dict(params.get("metadata") or {})
+    extra_body = json.loads(metadata.get("extra_body", "{}"))
+    extra_body["seed"] = seed
+    metadata["extra_body"] = json.dumps(extra_body)
+    params["metadata"] = metadata
+    return {**row, "responses_create_params": params}

@@ -141,7 +141,9 @@ def profile_config_from(config: ComposedConfig) -> ProfileConfig:
         ]
         raise ConfigError(
             "\n".join(problems),
-            hint="ng_reward_profile +input_jsonl_fpath=TASKS +rollouts_jsonl_fpath=ROLLOUTS +output_jsonl_fpath=PROFILE",
+            hint="ng_reward_profile +input_jsonl_fpath=TASKS +rollouts_jsonl_fpath=ROLLOUTS +output_jsonl_fpath=PROFILE, "
+            "or NeMo Gym's form: +materialized_inputs_jsonl_fpath=<stem>_materialized_inputs.jsonl "
+            "+rollouts_jsonl_fpath=<stem>.jsonl",
         ) from exc
 
 

@@ -6,7 +6,7 @@ rows and the way they are rolled out are unchanged, so the first run stores a fi
 `<output stem>_fingerprint.json`:
 
     input file sha256 and size, agent_name, num_repeats, limit, responses_create_params overrides,
-    num_repeats_add_seed
+    num_repeats_add_seed, agent_map
 
 Parallelism, timeouts and retry settings are not part of it: they change how, not what. A
 different fingerprint is a ConfigError that offers `+overwrite=true`.
@@ -14,7 +14,7 @@ different fingerprint is a ConfigError that offers `+overwrite=true`.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -39,12 +39,16 @@ FINGERPRINT_VERSION = 1
 
 @dataclass(frozen=True)
 class OutputPaths:
-    """The files one run writes, all beside the output: `out.jsonl` -> `out_failures.jsonl`, ..."""
+    """The files one run writes, all beside the output: `out.jsonl` -> `out_failures.jsonl`, ...
+
+    `_materialized_inputs.jsonl` and `_aggregate_metrics.json` are NeMo Gym's files, under its names."""
 
     output: Path
     failures: Path
     fingerprint: Path
     metrics: Path
+    materialized: Path
+    aggregate_metrics: Path
 
     @classmethod
     def for_output(cls, output: Path) -> OutputPaths:
@@ -54,6 +58,8 @@ class OutputPaths:
             failures=stem.with_name(stem.name + "_failures.jsonl"),
             fingerprint=stem.with_name(stem.name + "_fingerprint.json"),
             metrics=stem.with_name(stem.name + "_metrics.json"),
+            materialized=stem.with_name(stem.name + "_materialized_inputs.jsonl"),
+            aggregate_metrics=stem.with_name(stem.name + "_aggregate_metrics.json"),
         )
 
     @property
@@ -64,11 +70,18 @@ class OutputPaths:
 
     @property
     def all(self) -> tuple[Path, ...]:
-        return (self.output, self.failures, self.fingerprint, self.metrics)
+        return (
+            self.output,
+            self.failures,
+            self.fingerprint,
+            self.metrics,
+            self.materialized,
+            self.aggregate_metrics,
+        )
 
     def remove_run_files(self) -> None:
         """Everything but the output itself (which the writer truncates under its lock)."""
-        for path in (self.failures, self.fingerprint, self.metrics):
+        for path in self.all[1:]:
             path.unlink(missing_ok=True)
 
 
@@ -84,6 +97,7 @@ class Fingerprint:
     responses_create_params: dict[str, Any]
     num_repeats_add_seed: bool = False
     version: int = FINGERPRINT_VERSION
+    agent_map: dict[str, str] = field(default_factory=dict)
 
     @classmethod
     def of(cls, config: CollectConfig, summary: InputSummary) -> Fingerprint:
@@ -95,6 +109,7 @@ class Fingerprint:
             limit=config.limit,
             responses_create_params=config.responses_create_params,
             num_repeats_add_seed=config.num_repeats_add_seed,
+            agent_map=config.agent_map,
         )
 
     @classmethod

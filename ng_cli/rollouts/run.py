@@ -2,7 +2,8 @@
 
 `open_run` takes the output's lock, then either starts fresh (`+overwrite=true`) or checks the
 fingerprint and reads back what an earlier run wrote (repairing a torn last line). `close_run`
-rewrites the failures file to what still fails and writes `<output stem>_metrics.json`.
+rewrites the failures file to what still fails and writes `<output stem>_metrics.json` and NeMo
+Gym's `<output stem>_aggregate_metrics.json`.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from ng_cli.outputs import write_bytes_atomically
 from ng_cli.rollouts.config import CollectConfig
 from ng_cli.rollouts.failures import FailureLog, read_failures
 from ng_cli.rollouts.inputs import InputSummary
+from ng_cli.rollouts.materialized import write_aggregate_metrics
 from ng_cli.rollouts.metrics import Scoreboard
 from ng_cli.rollouts.progress import RunStats
 from ng_cli.rollouts.results import ROLLOUT_KEY, TASK_KEY, ResultWriter, read_results, repair_torn_tail
@@ -167,6 +169,7 @@ def close_run(config: CollectConfig, files: RunFiles, stats: RunStats) -> Collec
         files.failures.path.unlink()
     metrics = build_metrics(config, files, stats)
     write_bytes_atomically(files.paths.metrics, orjson.dumps(metrics, option=orjson.OPT_INDENT_2))
+    write_aggregate_metrics(files.paths.output, files.paths.aggregate_metrics)
     scoreboard = files.scoreboard
     return CollectResult(
         paths=files.paths,

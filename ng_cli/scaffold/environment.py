@@ -137,7 +137,9 @@ def parse_entrypoint(entrypoint: object, *, root: Path) -> str:
 
 
 def init_resources_server(entrypoint: object, *, root: Path) -> NewEnvironment:
-    """Write `<root>/resources_servers/<name>/` from the template; refuse if it exists."""
+    """Write `<root>/resources_servers/<name>/` from the template; refuse if it exists.
+
+    The command passes the working directory as `root`, as NeMo Gym does."""
     name = parse_entrypoint(entrypoint, root=root)
     parent = root / RESOURCES_SERVERS
     folder = parent / name

@@ -97,7 +97,10 @@ def test_seeded_repeats_reproduce_across_runs_and_rewards_are_profiled(
     assert {pair: texts(row) for pair, row in first.items()} == {
         pair: texts(row) for pair, row in second.items()
     }
-    assert all(row["responses_create_params"]["seed"] == k for (_, k), row in first.items())
+    assert all(
+        row["responses_create_params"]["metadata"]["extra_body"] == f'{{"seed": {k}}}'
+        for (_, k), row in first.items()
+    )
     # Reproducible because of the seeds, not because the model is deterministic: other seeds
     # (the repeats of one task) give other samples.
     variants = [{tuple(texts(first[(task, k)])) for k in range(REPEATS)} for task in range(5)]

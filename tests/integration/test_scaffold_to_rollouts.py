@@ -101,7 +101,10 @@ def test_a_new_environment_scores_rollouts_with_no_edit(tmp_path: Path) -> None:
         (task, repeat) for task in range(5) for repeat in range(2)
     ]
     assert all(isinstance(row["reward"], float) and row["reward"] in (0.0, 1.0) for row in rows)
-    assert all(row["responses_create_params"]["seed"] == row["_ng_rollout_index"] for row in rows)
+    assert all(
+        row["responses_create_params"]["metadata"]["extra_body"] == f'{{"seed": {row["_ng_rollout_index"]}}}'
+        for row in rows
+    )
     assert seeds == [0] * 5 + [1] * 5  # what the engine received
     assert processes_mentioning(str(tmp_path)) == []
     assert not list((tmp_path / "tmp").iterdir())  # the run dir is gone too

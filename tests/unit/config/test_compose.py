@@ -165,6 +165,20 @@ def test_env_yaml_at_the_repo_root_is_the_default(
     assert config.sources["policy_api_key"].startswith("env.yaml:")
 
 
+def test_env_yaml_in_the_working_directory_wins_over_the_repo_root(
+    repo: Path, cwd: Path, write: WriteFile, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A project run from its own root reads its env.yaml, as NeMo Gym does (cwd first)."""
+    monkeypatch.delenv("NG_ENV_YAML")
+    (repo / "env.test.yaml").rename(repo / "env.yaml")
+    write(
+        cwd / "env.yaml", "policy_model_name: from-cwd\npolicy_api_key: k\npolicy_base_url: http://h:1/v1\n"
+    )
+    config = compose_config(["+config_paths=[conf/model.yaml]"], cwd=cwd)
+    assert config.get("policy_model_name") == "from-cwd"
+    assert config.sources["policy_model_name"] == f"{cwd / 'env.yaml'}:1"
+
+
 def test_no_env_yaml_is_fine_when_nothing_needs_it(
     repo: Path, cwd: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -226,7 +240,7 @@ def test_all_unresolvable_values_are_reported_together(
     for name in ("policy_base_url", "policy_api_key", "policy_model_name"):
         assert f"'{name}' is not set" in message
         assert f"++{name}=..." in (caught.value.hint or "")
-    assert f"expected in env.yaml ({repo / 'env.yaml'})" in (caught.value.hint or "")
+    assert f"expected in env.yaml ({cwd.resolve() / 'env.yaml'})" in (caught.value.hint or "")
 
 
 def test_failing_resolver_names_key_and_file(repo: Path, cwd: Path, write: WriteFile) -> None:

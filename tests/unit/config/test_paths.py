@@ -17,11 +17,27 @@ def test_default_repo_root_holds_pyproject_and_the_package(monkeypatch: pytest.M
     assert (root / "ng_cli" / "config" / "paths.py").is_file()
 
 
-def test_repo_root_and_env_yaml_follow_the_environment(repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_repo_root_and_env_yaml_follow_the_environment(
+    repo: Path, cwd: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     assert paths.repo_root() == repo.resolve()
-    assert paths.env_yaml_path() == ((repo / "env.test.yaml").resolve(), True)
+    assert paths.env_yaml_path(cwd) == ((repo / "env.test.yaml").resolve(), True)
     monkeypatch.delenv("NG_ENV_YAML")
-    assert paths.env_yaml_path() == (repo.resolve() / "env.yaml", False)
+    (repo / "env.yaml").write_text("a: 1\n")
+    assert paths.env_yaml_path(cwd) == (repo.resolve() / "env.yaml", False)
+
+
+def test_env_yaml_in_the_working_directory_comes_first(
+    repo: Path, cwd: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """NeMo Gym reads env.yaml from the cwd before its install root (0.7.0 `_resolve_under_cwd_or_install`)."""
+    monkeypatch.delenv("NG_ENV_YAML")
+    (repo / "env.yaml").write_text("a: 1\n")
+    (cwd / "env.yaml").write_text("a: 2\n")
+    assert paths.env_yaml_path(cwd) == (cwd.resolve() / "env.yaml", False)
+    (cwd / "env.yaml").unlink()
+    (repo / "env.yaml").unlink()
+    assert paths.env_yaml_path(cwd) == (cwd.resolve() / "env.yaml", False)  # where to put one
 
 
 def test_available_implementations_skip_hidden_and_private_folders(repo: Path) -> None:

@@ -62,6 +62,16 @@ def test_entrypoint_resolves_from_cwd_or_repo_root(root: Path, tmp_path: Path) -
     )
 
 
+def test_a_server_folder_of_the_working_directory_is_accepted(root: Path, tmp_path: Path) -> None:
+    """Where ng_init_resources_server writes, run from another project's root."""
+    project = tmp_path / "project"
+    (project / "resources_servers" / "new_env" / "tests").mkdir(parents=True)
+    assert (
+        resolve_server_folder("resources_servers/new_env", cwd=project)
+        == project / "resources_servers" / "new_env"
+    )
+
+
 @pytest.mark.parametrize("value", [None, "", 3])
 def test_entrypoint_must_be_given(root: Path, value: object) -> None:
     with pytest.raises(ConfigError, match="entrypoint: expected a server folder"):

@@ -110,3 +110,32 @@ def test_near_miss_keys_are_errors_not_silently_ignored(tmp_path: Path, typo: st
     with pytest.raises(ConfigError) as caught:
         config_of([typo], tmp_path)
     assert caught.value.hint == f"did you mean +{meant}=...?"
+
+
+def test_agent_map_parses_and_agent_name_may_not_contradict_its_default(tmp_path: Path) -> None:
+    config = config_of(["+agent_map={old_agent: new_agent, _default: fallback}"], tmp_path)
+    assert config.agent_map == {"old_agent": "new_agent", "_default": "fallback"}
+    assert (
+        config_of(["+agent_name=fallback", "+agent_map={_default: fallback}"], tmp_path).agent_name
+        == "fallback"
+    )
+    with pytest.raises(ConfigError, match=r"conflicts with agent_map\._default"):
+        config_of(["+agent_name=a", "+agent_map={_default: b}"], tmp_path)
+
+
+@pytest.mark.parametrize(
+    ("override", "instead"),
+    [
+        ("+fan_out={src: [a, b]}", "+agent_name=<agent>"),
+        ("+input_glob=results/*.jsonl", "ng_aggregate_rollouts"),
+        ("+prompt_config=prompt.yaml", "ng_materialize_prompts"),
+    ],
+)
+def test_nemo_gym_options_not_offered_are_refused_by_name(
+    tmp_path: Path, override: str, instead: str
+) -> None:
+    key = override[1:].split("=")[0]
+    with pytest.raises(ConfigError) as caught:
+        config_of([override], tmp_path)
+    assert f"{key}: not offered by ng_collect_rollouts: NeMo Gym's +{key}" in caught.value.message
+    assert instead in (caught.value.hint or "")

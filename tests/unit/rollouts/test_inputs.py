@@ -199,12 +199,45 @@ def test_merge_params_does_not_mutate_its_inputs() -> None:
     assert overrides == {"a": {"c": 2}}
 
 
-def test_with_seed_sets_the_seed_and_leaves_the_row_alone() -> None:
+def test_with_seed_puts_the_seed_where_nemo_gym_does_and_leaves_the_row_alone() -> None:
+    """NeMo Gym 0.7.0 (`RolloutCollectionHelper._preprocess_raw_rows`) writes the seed into
+    `responses_create_params.metadata.extra_body`, a JSON string, keeping what is there."""
     from ng_cli.rollouts.inputs import with_seed
 
-    row = {"responses_create_params": {"input": "q", "seed": 99, "temperature": 1.0}, "x": 1}
-    assert with_seed(row, 3) == {
-        "responses_create_params": {"input": "q", "seed": 3, "temperature": 1.0},
+    row = {
+        "responses_create_params": {
+            "input": "q",
+            "seed": 99,
+            "metadata": {"extra_body": '{"top_k": 5}', "a": "b"},
+        },
         "x": 1,
     }
-    assert row["responses_create_params"]["seed"] == 99
+    assert with_seed(row, 3) == {
+        "responses_create_params": {
+            "input": "q",
+            "seed": 99,
+            "metadata": {"extra_body": '{"top_k": 5, "seed": 3}', "a": "b"},
+        },
+        "x": 1,
+    }
+    assert row["responses_create_params"]["metadata"]["extra_body"] == '{"top_k": 5}'
+    assert with_seed({"responses_create_params": {"input": "q"}}, 0)["responses_create_params"] == {
+        "input": "q",
+        "metadata": {"extra_body": '{"seed": 0}'},
+    }
+
+
+def test_agent_map_reroutes_by_the_rows_agent_then_its_default(tmp_path: Path) -> None:
+    """NeMo Gym 0.7.0's precedence: agent_map[<row agent_ref.name>] > agent_map._default > agent_ref."""
+    rows = [
+        {"responses_create_params": {}, "agent_ref": {"name": "old"}},
+        {"responses_create_params": {}, "agent_ref": {"name": "kept"}},
+        {"responses_create_params": {}},
+    ]
+    path = write_rows(tmp_path / "in.jsonl", rows)
+    summary = scan_input(path, limit=None, agent_name=None, agent_map={"old": "new", "_default": "fallback"})
+    assert [summary.agent_of(i) for i in range(3)] == ["new", "fallback", "fallback"]
+    summary = scan_input(path, limit=None, agent_name="solo", agent_map={"old": "new"})
+    assert [summary.agent_of(i) for i in range(3)] == ["new", "solo", "solo"]
+    with pytest.raises(DataError, match="no 'agent_ref'"):
+        scan_input(path, limit=None, agent_name=None, agent_map={"old": "new"})

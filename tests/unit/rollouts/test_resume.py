@@ -69,6 +69,7 @@ def test_parallelism_and_timeouts_are_not_part_of_the_fingerprint(
         ({"limit": 10}, "limit: null -> 10"),
         ({"responses_create_params": {"temperature": 1.0}}, "responses_create_params"),
         ({"num_repeats_add_seed": True}, "num_repeats_add_seed: false -> true"),
+        ({"agent_map": {"a": "b"}}, 'agent_map: {} -> {"a":"b"}'),
     ],
 )
 def test_differences_name_each_changed_field(fingerprint: Fingerprint, change: dict, named: str) -> None:
@@ -128,3 +129,15 @@ def test_a_fingerprint_written_before_num_repeats_add_seed_still_resumes(fingerp
     older = orjson.loads(fingerprint.to_json())
     del older["num_repeats_add_seed"]
     assert Fingerprint.from_json(orjson.dumps(older)).differences(fingerprint) == []
+
+
+@pytest.mark.parametrize("sibling", ["out_materialized_inputs.jsonl", "out_aggregate_metrics.json"])
+def test_nemo_gyms_run_files_are_guarded_like_the_others(tmp_path: Path, sibling: str) -> None:
+    """An input named like a file the run writes beside its output is refused before any write."""
+    from ng_cli.rollouts.resume import refuse_writing_input
+
+    source = tmp_path / sibling
+    source.write_text('{"responses_create_params": {}}\n')
+    with pytest.raises(ConfigError, match="is the same file as"):
+        refuse_writing_input(OutputPaths.for_output(tmp_path / "out.jsonl"), source)
+    assert source.read_text() == '{"responses_create_params": {}}\n'

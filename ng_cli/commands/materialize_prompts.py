@@ -1,0 +1,53 @@
+"""`ng_materialize_prompts`: apply a NeMo Gym prompt template to raw rows (their responses_create_params.input)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from ng_cli.commands._app import (
+    ConfigFiles,
+    Verbose,
+    composed_config,
+    make_app,
+    make_console,
+    overrides_argument,
+)
+from ng_cli.datasets.prompts import materialize_config_from, materialize_prompts
+
+__all__ = ["app", "main", "materialize"]
+
+_EPILOG = """\b
+Config keys this command reads (see docs/materialize_prompts.md):
+  input_jsonl_fpath    raw rows, without responses_create_params.input
+  prompt_config        a YAML file with `user` (and optionally `system`) templates; {field} is the row's field
+  output_jsonl_fpath   the rows with responses_create_params.input and prompt_config_used
+Exit codes: 0 written, 2 a row with an input already / a missing field / bad options.
+Example:
+  ng_materialize_prompts +input_jsonl_fpath=data/raw.jsonl +prompt_config=prompts/math.yaml \\
+      +output_jsonl_fpath=data/rows.jsonl"""
+
+app = make_app(help=__doc__)
+
+
+@app.command(epilog=_EPILOG)
+def materialize(
+    overrides: Annotated[
+        list[str] | None,
+        overrides_argument("+input_jsonl_fpath=... +prompt_config=... +output_jsonl_fpath=..."),
+    ] = None,
+    config: ConfigFiles = None,
+    verbose: Verbose = False,
+) -> None:
+    """Write every row with its prompt built from the template."""
+    with composed_config(overrides, config, verbose=verbose) as composed:
+        result = materialize_prompts(materialize_config_from(composed))
+    make_console().print(f"Materialized {result.rows} rows to {result.output}", highlight=False, markup=False)
+
+
+def main() -> None:
+    """Console-script entry point (`ng_materialize_prompts`)."""
+    app()
+
+
+if __name__ == "__main__":
+    main()

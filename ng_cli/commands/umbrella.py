@@ -1,0 +1,167 @@
+"""`ng` / `gym`: every command behind one name: `ng <command> ...` and NeMo Gym's `gym <group> <command>`.
+
+    ng collect_rollouts +agent_name=a ...         -> ng_collect_rollouts +agent_name=a ...
+    gym eval run --no-serve --agent a -i in.jsonl -> ng_collect_rollouts +agent_name=a +input_jsonl_fpath=in.jsonl
+    gym env start --config a.yaml                 -> ng_run --config a.yaml
+
+NeMo Gym 0.7.0's forms (`nemo_gym/cli/legacy.py` LEGACY, `cli/main.py` COMMANDS) map onto our
+commands; its common `--flag VALUE` options become the `+key=value` overrides they stand for
+(`FLAGS`), everything else is passed on unchanged. Commands not offered here say why.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from collections.abc import Sequence
+
+from ng_cli.commands._app import print_error
+from ng_cli.commands.not_offered import NOT_OFFERED, refusal
+from ng_cli.errors import ConfigError
+
+__all__ = ["COMMANDS", "FLAGS", "NEMO_GYM_FORMS", "main", "translate"]
+
+COMMANDS = {
+    "run": "run",
+    "collect_rollouts": "collect",
+    "dump_config": "dump_config",
+    "test": "test",
+    "test_all": "test_all",
+    "status": "status",
+    "quickstart": "quickstart",
+    "init_resources_server": "init_resources_server",
+    "prepare_data": "prepare_data",
+    "e2e_collect_rollouts": "e2e_collect",
+    "reward_profile": "reward_profile",
+    "version": "version",
+    "help": "help",
+    "report": "report",
+    "check_tokens": "check_tokens",
+    "update_weights": "update_weights",
+    "aggregate_rollouts": "aggregate_rollouts",
+    "materialize_prompts": "materialize_prompts",
+    "validate": "validate",
+    "pip_list": "pip_list",
+    "list_benchmarks": "list_benchmarks",
+}
+"""Our command (without `ng_`) -> its module under ng_cli.commands."""
+
+NEMO_GYM_FORMS: dict[tuple[str, ...], str] = {
+    ("env", "start"): "run",
+    ("env", "test"): "test",
+    ("env", "init"): "init_resources_server",
+    ("env", "resolve"): "dump_config",
+    ("env", "validate"): "validate",
+    ("env", "status"): "status",
+    ("env", "packages"): "pip_list",
+    ("list", "benchmarks"): "list_benchmarks",
+    ("eval", "run"): "e2e_collect_rollouts",
+    ("eval", "aggregate"): "aggregate_rollouts",
+    ("eval", "profile"): "reward_profile",
+    ("eval", "prepare"): "prepare_benchmark",
+    ("dataset", "render"): "materialize_prompts",
+    ("dataset", "collate"): "prepare_data",
+    ("dataset", "upload"): "upload_dataset_to_hf",
+    ("dataset", "download"): "download_dataset_from_hf",
+    ("dataset", "rm"): "delete_dataset_from_gitlab",
+    ("dataset", "migrate"): "gitlab_to_hf_dataset",
+    ("dev", "test"): "dev_test",
+    ("--help",): "help",
+    ("-h",): "help",
+    ("--version",): "version",
+}
+"""NeMo Gym's `gym` tokens -> our command (`--no-serve` and `--all` pick a sibling: see `translate`)."""
+
+FLAGS = {
+    "--agent": "agent_name",
+    "-a": "agent_name",
+    "--input": "input_jsonl_fpath",
+    "-i": "input_jsonl_fpath",
+    "--output": "output_jsonl_fpath",
+    "-o": "output_jsonl_fpath",
+    "--limit": "limit",
+    "--num-repeats": "num_repeats",
+    "--concurrency": "num_samples_in_parallel",
+    "--inputs": "materialized_inputs_jsonl_fpath",
+    "--rollouts": "rollouts_jsonl_fpath",
+    "--prompt-config": "prompt_config",
+    "--input-glob": "input_glob",
+    "--model": "policy_model_name",
+    "-m": "policy_model_name",
+    "--model-url": "policy_base_url",
+    "--model-api-key": "policy_api_key",
+    "--temperature": "responses_create_params.temperature",
+    "--top-p": "responses_create_params.top_p",
+    "--max-output-tokens": "responses_create_params.max_output_tokens",
+    "--split": "split",
+    "--mode": "mode",
+    "--output-dir": "output_dirpath",
+}
+"""NeMo Gym's value flags -> the override each stands for (`--resources-server NAME` -> +entrypoint)."""
+_SWITCHES = {"--json": "+json=true", "--strict": "+strict=true", "--outdated": "+outdated=true"}
+
+
+def translate(argv: Sequence[str]) -> tuple[str, list[str]]:
+    """(our command without `ng_`, its arguments) for `ng`/`gym` arguments; ConfigError if unknown."""
+    if not argv:
+        return "help", []
+    first = argv[0].removeprefix("ng_").replace("-", "_")
+    if first in COMMANDS or first in NOT_OFFERED:
+        return first, list(argv[1:])
+    for length in (2, 1):
+        form = tuple(argv[:length])
+        if form in NEMO_GYM_FORMS:
+            return _sibling(NEMO_GYM_FORMS[form], argv[length:]), _flags(argv[length:], NEMO_GYM_FORMS[form])
+    raise ConfigError(
+        f"{' '.join(argv[:2])}: not a command",
+        hint="ng help lists the commands; NeMo Gym's `gym <group> <command>` forms are in docs/umbrella.md",
+    )
+
+
+def _sibling(command: str, rest: Sequence[str]) -> str:
+    if command == "e2e_collect_rollouts" and "--no-serve" in rest:
+        return "collect_rollouts"
+    if command == "test" and "--all" in rest:
+        return "test_all"
+    return command
+
+
+def _flags(rest: Sequence[str], command: str) -> list[str]:
+    out: list[str] = []
+    args = list(rest)
+    while args:
+        token = args.pop(0)
+        name, _, inline = token.partition("=") if token.startswith("--") else (token, "", "")
+        if token in ("--no-serve", "--all", "--resume"):  # chose the command, or our default (we resume)
+            continue
+        if token == "--json" and command == "pip_list":  # NeMo Gym's `env packages --json`
+            out.append("+format=json")
+        elif token in _SWITCHES:
+            out.append(_SWITCHES[token])
+        elif name == "--resources-server" and (inline or args):
+            out.append(f"+entrypoint=resources_servers/{inline or args.pop(0)}")
+        elif name in FLAGS and (inline or args):
+            key = (
+                "input_glob" if command == "aggregate_rollouts" and name in ("-i", "--input") else FLAGS[name]
+            )
+            out.append(f"++{key}={inline or args.pop(0)}")
+        else:
+            out.append(token)
+    return out
+
+
+def main() -> None:
+    """Console-script entry point (`ng`, `gym`)."""
+    try:
+        command, args = translate(sys.argv[1:])
+        if command in NOT_OFFERED:
+            raise refusal(command)
+    except ConfigError as error:
+        print_error(error)
+        sys.exit(error.exit_code)
+    sys.argv = [f"ng_{command}", *args]
+    importlib.import_module(f"ng_cli.commands.{COMMANDS[command]}").main()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,120 @@
+"""`ng_aggregate_rollouts`: NeMo Gym's aggregation of rollout shards into one file and its metrics.
+
+    +input_glob='results/rollouts-*.jsonl'   (a glob, or several separated by commas)
+      -> +output_jsonl_fpath                  the shards' rows, sorted by (task, rollout)
+                                              (unless +merge_shards=false)
+      -> <output stem>_aggregate_metrics.json per agent, as the collector writes it
+
+As NeMo Gym 0.7.0 (`RolloutAggregationHelper`): matches are sorted and de-duplicated, a shard's
+`_failures.jsonl` and `_materialized_inputs.jsonl` siblings are never shards. The metrics are the
+collector's (`materialized.aggregate_entries`). Every file written is checked against every
+shard first (`ng_cli.outputs`), and written whole.
+"""
+
+from __future__ import annotations
+
+import glob
+from dataclasses import dataclass
+from pathlib import Path
+
+import orjson
+from pydantic import BaseModel, ConfigDict
+
+from ng_cli.config.command_options import command_options
+from ng_cli.config.compose import ComposedConfig
+from ng_cli.errors import ConfigError, DataError
+from ng_cli.outputs import check_outputs, reads, write_atomically, write_bytes_atomically, writes
+from ng_cli.rollouts.materialized import aggregate_entries, read_rows
+from ng_cli.rollouts.results import ROLLOUT_KEY, TASK_KEY
+from ng_cli.rollouts.resume import OutputPaths
+
+__all__ = [
+    "AggregateConfig",
+    "AggregateResult",
+    "aggregate_config_from",
+    "aggregate_rollouts",
+    "expand_input_glob",
+]
+
+NOT_OFFERED = {
+    "count_failure_classes_as_zero": "NeMo Gym's failure classes are not ours (see docs/collecting.md)",
+    "count_missing_rollouts_as_zero": "a missing rollout is missing data here, never a zero",
+}
+"""NeMo Gym aggregation options refused by name, with the reason."""
+
+
+class AggregateConfig(BaseModel):
+    """NeMo Gym's `RolloutAggregationConfig`, less its health checks (there are none here)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+
+    input_glob: str
+    """A glob, or comma-separated globs, matching the rollout shards."""
+    output_jsonl_fpath: Path
+    """The merged rollouts; `<stem>_aggregate_metrics.json` is written beside it."""
+    merge_shards: bool = True
+    """Write the shards' rows into `output_jsonl_fpath` (else only the metrics)."""
+    disable_health_check: bool = False
+    """Accepted for NeMo Gym's command lines; there is no health check to disable here."""
+
+
+@dataclass(frozen=True)
+class AggregateResult:
+    shards: list[Path]
+    rollouts: int
+    output: Path | None
+    metrics: Path
+
+
+def aggregate_config_from(composed: ComposedConfig) -> AggregateConfig:
+    for key, why in NOT_OFFERED.items():
+        if key in composed.tree:
+            raise ConfigError(f"{key}: not offered by ng_aggregate_rollouts: {why}")
+    example = "ng_aggregate_rollouts +input_glob='results/rollouts-*.jsonl' +output_jsonl_fpath=results/rollouts.jsonl"
+    return command_options(
+        composed,
+        AggregateConfig,
+        asks={
+            "input_glob": ("which shards? give a glob of rollout files", example),
+            "output_jsonl_fpath": ("where do the merged rollouts go?", example),
+        },
+    )
+
+
+def expand_input_glob(input_glob: str) -> list[Path]:
+    """Sorted matches of each pattern, in pattern order, de-duplicated; sidecars left out."""
+    seen: dict[str, None] = {}
+    for pattern in (p.strip() for p in input_glob.split(",")):
+        for match in sorted(glob.glob(pattern)) if pattern else ():
+            if not Path(match).stem.endswith(("_failures", "_materialized_inputs")):
+                seen.setdefault(match, None)
+    return [Path(match) for match in seen]
+
+
+def aggregate_rollouts(config: AggregateConfig) -> AggregateResult:
+    """Check, read every shard, write the merged file (optional) and the metrics."""
+    shards = expand_input_glob(config.input_glob)
+    if not shards:
+        raise DataError(
+            f"No shards matched input_glob={config.input_glob!r}", hint="check the pattern and quote it"
+        )
+    metrics = OutputPaths.for_output(config.output_jsonl_fpath).aggregate_metrics
+    written = [config.output_jsonl_fpath, metrics] if config.merge_shards else [metrics]
+    check_outputs(
+        writes("output_jsonl_fpath", config.output_jsonl_fpath, *written),
+        [read for shard in shards for read in reads("input_glob", shard)],
+    )
+    rows = sorted(
+        (row for shard in shards for row in read_rows(shard)), key=lambda r: (r[TASK_KEY], r[ROLLOUT_KEY])
+    )
+    if config.merge_shards:
+        with write_atomically(config.output_jsonl_fpath) as (out,):
+            for row in rows:
+                out.write(orjson.dumps(row, option=orjson.OPT_APPEND_NEWLINE))
+    write_bytes_atomically(metrics, orjson.dumps(aggregate_entries(rows), option=orjson.OPT_INDENT_2))
+    return AggregateResult(
+        shards=shards,
+        rollouts=len(rows),
+        output=config.output_jsonl_fpath if config.merge_shards else None,
+        metrics=metrics,
+    )
