@@ -48,7 +48,7 @@ RESERVED_NAMES = frozenset(
         *("num_repeats", "num_repeats_add_seed", "num_samples_in_parallel", "responses_create_params"),
         *("rollout_timeout_s", "max_attempts", "retry_backoff_s", "retry_max_backoff_s", "overwrite"),
         *("pass_threshold", "progress_interval_s", "report", "keep_pass_rate", "count_failures_as_zero"),
-        *("model_server", "path", "version", "timeout_s", "max_staleness"),
+        *("model_server", "path", "version", "timeout_s", "max_staleness", "agent_map"),
         # NeMo Gym's reserved top-level keys (global_config.py), never server instances there
         *("default_host", "disallowed_ports", "head_server_deps", "python_version", "pip_install_verbose"),
         *(
