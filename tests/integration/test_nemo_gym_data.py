@@ -23,6 +23,7 @@ from ng_cli.errors import UpstreamHTTPError
 from ng_cli.servers import HttpClient
 from ng_cli.servers.loading import load_server_class
 from ng_cli.servers.testing import serve_in_thread, serve_rollout_stack
+from tests.fixtures.structured_answers import answer, instance
 
 pytestmark = pytest.mark.integration
 
@@ -159,43 +160,6 @@ async def test_nemo_gyms_verifier_cases_hold(verify_url: str, client: HttpClient
             assert case["expected_error"] in caught.value.body
 
 
-def _instance(schema: Any) -> Any:
-    """A value that satisfies NeMo Gym's strict form of `schema` (every property present)."""
-    if not isinstance(schema, dict):
-        return None
-    if "enum" in schema:
-        return schema["enum"][0]
-    kind = schema.get("type")
-    if isinstance(kind, list):
-        kind = next((each for each in kind if each != "null"), "null")
-    if kind == "object" or "properties" in schema:
-        return {key: _instance(value) for key, value in schema.get("properties", {}).items()}
-    if kind == "array":
-        return [_instance(schema.get("items", {}))] * max(1, schema.get("minItems", 1))
-    return {"string": "2020-01-01", "integer": 1, "number": 1.5, "boolean": True, "null": None}.get(kind, "x")
-
-
-def _answer(row: dict[str, Any], value: Any) -> dict[str, Any]:
-    """A response that gives `value` the way the row asks for it (tool call or text)."""
-    if row.get("response_mode") == "tool_call":
-        key = row.get("tool_payload_key")
-        arguments = {key: value} if key else value
-        item = {
-            "type": "function_call",
-            "name": row["tool_name"],
-            "call_id": "c",
-            "arguments": orjson.dumps(arguments).decode(),
-        }
-    else:
-        text = orjson.dumps(value).decode() if row["schema_type"] == "json" else str(value)
-        if row["schema_type"] == "yaml":
-            import yaml
-
-            text = yaml.safe_dump(value)
-        item = {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": text}]}
-    return {"output": [item]}
-
-
 STRUCTURED = sorted((NEMO_GYM / "resources_servers" / "structured_outputs" / "data").glob("*.jsonl"))
 
 
@@ -206,11 +170,11 @@ async def test_structured_outputs_rows_are_scored_by_nemo_gyms_rule(
 ) -> None:
     full = 0
     for row in _lines(path):
-        value = _instance(orjson.loads(row["schema_str"]))
-        wrong = await client.post_json(verify_url, {**row, "response": _answer(row, {"unexpected": 1})})
+        value = instance(orjson.loads(row["schema_str"]))
+        wrong = await client.post_json(verify_url, {**row, "response": answer(row, {"unexpected": 1})})
         assert (wrong["reward"], wrong["error_type"] is not None) == (0.0, True), wrong["error_message"]
         if row["schema_type"] in ("json", "yaml"):
-            right = await client.post_json(verify_url, {**row, "response": _answer(row, value)})
+            right = await client.post_json(verify_url, {**row, "response": answer(row, value)})
             assert (right["reward"], right["error_type"]) == (1.0, None), right["error_message"]
             full += 1
         empty = await client.post_json(verify_url, {**row, "response": {"output": []}})
