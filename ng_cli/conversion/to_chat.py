@@ -6,9 +6,12 @@ Message rules (docs/conversion.md has the full table):
   a content list with exactly one text part becomes a plain string, any other list is kept as
   chat parts (`input_text` -> `text`, `input_image` -> `image_url`);
 - assistant text, `reasoning` items and `function_call` items accumulate into ONE assistant
-  message; reasoning goes (`reasoning_form`) inline as one `<think>...</think>` per content or
-  summary part before the text, or as the `reasoning_content` / `reasoning` fields that chat
-  templates such as gpt-oss's read (vLLM's reasoning parser is on), or is dropped;
+  message; reasoning goes (`reasoning_form`) inline as one `<think>...</think>` per non-empty
+  content or summary part before the text, or, as NeMo Gym sends it, the first non-empty part
+  alone in the `reasoning_content` / `reasoning` fields that chat templates such as gpt-oss's
+  read (vLLM's reasoning parser is on), or is dropped;
+- function tools go without `strict` (NeMo Gym's `_strip_hosted_only_tool_fields`): vLLM does
+  not enforce it, and chat templates that print a function's unknown keys put it in the prompt;
 - `function_call_output` flushes and becomes a `tool` message; flush at the end;
 - the token-id fields of items are sent on the assistant message only with `keeps_token_ids`
   (NeMo RL's worker splices the earlier turns' exact tokens from them), never otherwise.
@@ -48,6 +51,7 @@ __all__ = [
     "ReasoningForm",
     "to_chat_messages",
     "to_chat_request",
+    "without_hosted_only_tool_fields",
 ]
 
 ReasoningForm = Literal["inline", "field", "drop"]
@@ -140,14 +144,16 @@ class _PendingAssistant:
     def flush_into(self, messages: list[dict[str, Any]]) -> None:
         if not (self.reasoning or self.text or self.tool_calls):
             return
-        inline = wrap_reasoning(self.reasoning) if self.form == "inline" else ""
+        reasoning = [text for text in self.reasoning if text]  # NeMo Gym drops empty parts
+        inline = wrap_reasoning(reasoning) if self.form == "inline" else ""
         message: dict[str, Any] = {"role": "assistant", "content": inline + "".join(self.text)}
-        if self.form == "field" and self.reasoning:
-            joined = "\n".join(self.reasoning)
+        if self.form == "field" and reasoning:
+            # NeMo Gym sends the first part only (`reasoning_matches[0]` of vllm_model's
+            # `_preprocess_chat_completion_create_params`); the model saw one reasoning block.
             if self.reasoning_field in ("both", "reasoning_content"):
-                message["reasoning_content"] = joined
+                message["reasoning_content"] = reasoning[0]
             if self.reasoning_field in ("both", "reasoning"):
-                message["reasoning"] = joined
+                message["reasoning"] = reasoning[0]
         if self.tool_calls:
             message["tool_calls"] = self.tool_calls
         message.update(self.token_fields)
@@ -314,14 +320,38 @@ def _add_tools(body: dict[str, Any], request: ResponsesRequest) -> None:
             function["description"] = tool.description
         if tool.parameters is not None:
             function["parameters"] = tool.parameters
-        if tool.strict is not None:
-            function["strict"] = tool.strict
-        tools.append({"type": "function", "function": function})
+        tools.append({"type": "function", "function": function})  # never `strict`: see below
     body["tools"] = tools
     if request.tool_choice is not None:
         body["tool_choice"] = _chat_tool_choice(request)
     if request.parallel_tool_calls is not None:
         body["parallel_tool_calls"] = request.parallel_tool_calls
+
+
+_HOSTED_ONLY_FUNCTION_FIELDS = ("strict",)
+"""Function-definition fields only hosted APIs act on. vLLM ignores `strict` (it keeps the key),
+and templates that render a function's unknown keys (Nemotron's `render_extra_keys`) print it
+into every prompt with tools; NeMo Gym 0.7.0 strips it before vLLM for that reason. `"strict":
+true` also cost vLLM 0.26 44% of its tool-chat throughput on an H100 (issue #26)."""
+
+
+def without_hosted_only_tool_fields(tools: Any) -> Any:
+    """`tools` of a chat body with `strict` taken out of every function tool (a copy; other
+    values are returned as they are)."""
+    if not isinstance(tools, list):
+        return tools
+    cleaned: list[Any] = []
+    for tool in tools:
+        if (
+            isinstance(tool, dict)
+            and tool.get("type") == "function"
+            and isinstance(tool.get("function"), dict)
+        ):
+            function = tool["function"]
+            kept = {key: value for key, value in function.items() if key not in _HOSTED_ONLY_FUNCTION_FIELDS}
+            tool = {**tool, "function": kept}
+        cleaned.append(tool)
+    return cleaned
 
 
 def _chat_tool_choice(request: ResponsesRequest) -> str | dict[str, Any]:

@@ -49,6 +49,7 @@ __all__ = [
     "ToolChoiceFunction",
     "ToolChoiceOther",
     "WireModel",
+    "all_output_text",
     "final_assistant_text",
 ]
 
@@ -350,6 +351,22 @@ class Response(WireModel):
     tools: list[Tool] = Field(default_factory=list)
     text: TextConfig | None = None
     reasoning: ReasoningConfig | None = None
+
+
+def all_output_text(output: Sequence[Any]) -> str:
+    """Every `output_text` part of every message item of `output`, joined without a separator.
+
+    NeMo Gym's verifiers read a response this way (math_with_judge, structured_outputs): earlier
+    messages count as much as the last, reasoning and refusals do not count. Raw JSON, as in
+    `final_assistant_text`.
+    """
+    return "".join(
+        str(part.get("text", ""))
+        for item in output
+        if isinstance(item, Mapping) and item.get("type") == "message"
+        for part in item.get("content") or ()
+        if isinstance(part, Mapping) and part.get("type") == "output_text"
+    )
 
 
 def final_assistant_text(output: Sequence[Any]) -> str:

@@ -4,23 +4,52 @@
 base wires the routes and the session cookie; an implementation provides `respond` and may
 override `run`. `/v1/responses` with `stream: true` streams the loop's events
 (`ng_cli.servers.agent_stream`); a client that goes away cancels the loop and its calls.
+`call_model` / `stream_model` make one model call under a `HopConfig` (deadlines, retries) and
+check the Response the loop relies on.
 """
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any, ClassVar, TypeVar
 
 from fastapi import FastAPI, Request
 from fastapi.responses import Response
+from pydantic import BaseModel, ConfigDict, Field
 
 from ng_cli.config.schema import AgentServerConfig
-from ng_cli.errors import BadRequestError
+from ng_cli.errors import BadRequestError, InvalidOutputError, UpstreamError
 from ng_cli.servers.agent_stream import AgentEvents, open_agent_stream
 from ng_cli.servers.app import JSONResponse, event_stream, read_json_object
 from ng_cli.servers.base import BaseServer
+from ng_cli.servers.http import RetryPolicy, Timeouts, is_retryable
 from ng_cli.servers.session import forwarded_cookies
 
-__all__ = ["AgentServer"]
+__all__ = ["AgentServer", "HopConfig", "checked_response"]
+
+
+class HopConfig(BaseModel):
+    """Deadlines and retries for the calls to one neighbour server."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+
+    connect_s: float = Field(default=5.0, gt=0)
+    """Time to connect (or get a pooled connection)."""
+    read_s: float = Field(default=300.0, gt=0)
+    """Longest silence while waiting for the answer."""
+    total_s: float = Field(default=600.0, gt=0)
+    """Longest time for one call, from start to the last byte."""
+    max_attempts: int = Field(default=3, ge=1)
+    """Attempts per call; retried on connection errors, timeouts and 5xx, never on 4xx."""
+    backoff_s: float = Field(default=0.1, ge=0)
+    """First retry delay (exponential, full jitter)."""
+
+    def timeouts(self) -> Timeouts:
+        return Timeouts(connect_s=self.connect_s, read_s=self.read_s, total_s=self.total_s)
+
+    def retry(self) -> RetryPolicy:
+        return RetryPolicy(max_attempts=self.max_attempts, backoff_s=self.backoff_s)
+
 
 AC = TypeVar("AC", bound=AgentServerConfig)
 
@@ -58,6 +87,41 @@ class AgentServer(BaseServer[AC]):
         )
         return dict(verified)
 
+    async def call_model(
+        self, body: dict[str, Any], cookies: dict[str, str], hop: HopConfig
+    ) -> dict[str, Any]:
+        """One `POST /v1/responses` to the model server, retried as `hop` says; its Response."""
+        url = f"{self.model_url}/v1/responses"
+        answer = await self.http.post_json_with_retry(
+            url, body, retry=hop.retry(), cookies=cookies, timeouts=hop.timeouts()
+        )
+        return checked_response(answer, url)
+
+    async def stream_model(
+        self,
+        body: dict[str, Any],
+        cookies: dict[str, str],
+        hop: HopConfig,
+        *,
+        events: AgentEvents,
+        offset: int,
+    ) -> dict[str, Any]:
+        """One streamed model call, its items relayed to `events` (output indexes from `offset`),
+        retried as `call_model` is while nothing was relayed yet."""
+        url = f"{self.model_url}/v1/responses"
+        for attempt in range(1, hop.max_attempts + 1):
+            relayed = events.sequence
+            try:
+                answer = await events.relay_turn(
+                    self.http, url, body, cookies=cookies, timeouts=hop.timeouts(), offset=offset
+                )
+                return checked_response(answer, url)
+            except UpstreamError as error:
+                if attempt == hop.max_attempts or events.sequence != relayed or not is_retryable(error):
+                    raise
+                await asyncio.sleep(hop.retry().delay_s(attempt))
+        raise AssertionError("HopConfig.max_attempts must be >= 1")
+
     def setup_routes(self, app: FastAPI) -> None:
         @app.post("/v1/responses")
         async def responses(request: Request) -> Response:
@@ -75,3 +139,21 @@ class AgentServer(BaseServer[AC]):
         async def run(request: Request) -> JSONResponse:
             row = await read_json_object(request)
             return JSONResponse(await self.run(row, cookies=forwarded_cookies(request)))
+
+
+def checked_response(answer: Any, url: str) -> dict[str, Any]:
+    """The model's Response, after checking the parts an agent relies on (an `output` list of
+    objects)."""
+    if not isinstance(answer, dict) or not isinstance(answer.get("output"), list):
+        raise InvalidOutputError(f"{url} answered without an 'output' list: {_short(answer)}")
+    for index, item in enumerate(answer["output"]):
+        if not isinstance(item, dict):
+            raise InvalidOutputError(
+                f"{url} answered with output[{index}] that is not an object: {_short(item)}"
+            )
+    return answer
+
+
+def _short(value: Any, limit: int = 300) -> str:
+    text = value if isinstance(value, str) else repr(value)
+    return text if len(text) <= limit else text[:limit] + "..."

@@ -33,7 +33,7 @@ from ng_cli.conversion import (
     to_chat_request,
     to_response,
 )
-from ng_cli.conversion.to_chat import ReasoningForm
+from ng_cli.conversion.to_chat import ReasoningForm, without_hosted_only_tool_fields
 from ng_cli.errors import BadRequestError, ContextOverflowError, InvalidOutputError, UpstreamUnavailableError
 from ng_cli.protocol.responses import ResponsesRequest
 from ng_cli.tokens.contract import TokenContractError, extract_token_info, needs_prompt_tokenization
@@ -213,6 +213,8 @@ class VllmChat:
                 f"n={n!r} is not supported with token ids: vLLM must return one choice (n=1)"
             )
         chat = {**(self.config.extra_body or {}), **body, "model": self.config.model}
+        if "tools" in chat:  # as for /v1/responses, and as NeMo Gym's chat route does
+            chat["tools"] = without_hosted_only_tool_fields(chat["tools"])
         template_kwargs = {
             **(self.config.chat_template_kwargs or {}),
             **(body.get("chat_template_kwargs") or {}),

@@ -1,13 +1,17 @@
 """`math_with_judge`: reward a math answer that is equivalent to the expected one.
 
-verify, for a row with `expected_answer`:
-1. the answer is the last `\\boxed{...}` of the final message; without one, math-verify finds it
-   in the whole message (answer cues, LaTeX, else the last expression; see `math_answers`);
-2. math-verify decides equivalence (`library_reward`), in a worker process with a deadline
-   (`verify_timeout_s`): a hang on hostile input costs that rollout its reward, never the server;
-3. if math-verify says no and `judge_model_server` is set, the judge model is asked
-   (`math_judge`); its strict verdict decides. A judge that fails or gives no verdict yields 0.0
-   with `judge_error` recorded: never a reward the policy did not earn.
+verify, for a row with `expected_answer`, by `answer_rule`:
+* `nemo_gym` (the default): NeMo Gym 0.7.0's rule, so its rows earn here what they earn there.
+  The text is every message's output text; without a closed, non-blank last `\\boxed{...}` the
+  reward is 0.0; else math-verify reads the whole text and compares it with the expected answer.
+* `lenient`: the answer is the last `\\boxed{...}` (or `\\fbox{...}`, `\\boxed 5`) of the final
+  message; without one, math-verify finds it in that message (answer cues, LaTeX, else the last
+  expression; see `math_answers`).
+math-verify decides (`library_reward`) in a worker process with a deadline (`verify_timeout_s`):
+a hang on hostile input costs that rollout its reward, never the server. If it says no and
+`judge_model_server` is set, the judge model is asked about the answer (the boxed one, else the
+text) (`math_judge`); its strict verdict decides. A judge that fails or gives no verdict yields
+0.0 with `judge_error` recorded: never a reward the policy did not earn.
 
 Returns `reward`, `extracted_answer`, `library_reward`, `judge_used`, and when they apply
 `library_error`, `judge_verdict` ("equal" / "not_equal"), `judge_error`.
@@ -16,15 +20,15 @@ Returns `reward`, `extracted_answer`, `library_reward`, `judge_used`, and when t
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
-from math_answers import extract_boxed, grade, warm_up
+from math_answers import extract_boxed, grade, last_closed_box, nemo_gym_grade, warm_up
 from math_judge import judge_request, parse_verdict, question_of
 from pydantic import Field
 
 from ng_cli.config.schema import ResourcesServerConfig, ServerRef
 from ng_cli.errors import InvalidOutputError, UpstreamError
-from ng_cli.protocol.responses import final_assistant_text
+from ng_cli.protocol.responses import all_output_text, final_assistant_text
 from ng_cli.sandbox import WorkerCrashedError, WorkerPool, WorkerTimeoutError
 from ng_cli.servers import ResourcesServer, RetryPolicy, Timeouts, ToolError, VerifyRequest
 
@@ -34,6 +38,9 @@ __all__ = ["MathWithJudge", "MathWithJudgeConfig"]
 class MathWithJudgeConfig(ResourcesServerConfig):
     """Answer checking by math-verify, with an optional LLM judge as the second opinion."""
 
+    answer_rule: Literal["nemo_gym", "lenient"] = "nemo_gym"
+    """`nemo_gym`: NeMo Gym's rule (no closed `\\boxed{}`, no reward; every message is read);
+    `lenient`: also an unboxed answer of the final message (see the module docstring)."""
     judge_model_server: ServerRef | None = None
     """The model server asked when math-verify finds the answers different; null: no judge."""
     should_use_judge: bool = True
@@ -85,12 +92,19 @@ class MathWithJudge(ResourcesServer[MathWithJudgeConfig]):
     async def verify(self, session_id: str, request: VerifyRequest) -> Mapping[str, Any]:
         expected = _expected_answer(request.extra("expected_answer"))
         output = request.response.get("output")
-        text = final_assistant_text(output if isinstance(output, list) else [])
-        extracted = extract_boxed(text)
+        items = output if isinstance(output, list) else []
+        if self.config.answer_rule == "nemo_gym":
+            text = all_output_text(items)
+            extracted = last_closed_box(text)
+            if extracted is None or not extracted.strip():
+                return {"reward": 0.0, "extracted_answer": None, "library_reward": 0.0, "judge_used": False}
+        else:
+            text = final_assistant_text(items)
+            extracted = extract_boxed(text)
         verdict: dict[str, Any] = {"extracted_answer": extracted, "judge_used": False}
         is_equal, read, library_error = await self._library_check(expected, extracted, text)
         verdict["library_reward"] = 1.0 if is_equal else 0.0
-        if extracted is None:
+        if extracted is None or self.config.answer_rule == "nemo_gym":
             verdict["extracted_answer"] = read
         if library_error is not None:
             verdict["library_error"] = library_error
@@ -115,10 +129,14 @@ class MathWithJudge(ResourcesServer[MathWithJudgeConfig]):
         """(equivalent?, the answer math-verify read, why the check failed if it did)."""
         if not text.strip():
             return False, None, None
-        candidate = extracted if extracted is not None else text
+        timeout_s = self.config.verify_timeout_s
         try:
+            if self.config.answer_rule == "nemo_gym":
+                score, read = await self.workers.call(nemo_gym_grade, expected, text, timeout_s=timeout_s)
+                return score > 0.5, read, None
+            candidate = extracted if extracted is not None else text
             is_equal, read = await self.workers.call(
-                grade, expected, candidate, extracted is not None, timeout_s=self.config.verify_timeout_s
+                grade, expected, candidate, extracted is not None, timeout_s=timeout_s
             )
         except (WorkerTimeoutError, WorkerCrashedError) as exc:
             return False, None, str(exc)

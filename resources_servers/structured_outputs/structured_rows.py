@@ -6,24 +6,31 @@ NeMo Gym's environment of the same name scores rows that carry the schema as a J
 `tool_payload_key`). Its schema is made strict first (every property required, no others), and
 the answer must validate. A verdict is `reward` plus NeMo Gym's `error_type` / `error_message`.
 
+As NeMo Gym does, JSON (the answer, a call's arguments, `schema_str`) is read by Python's `json`,
+which takes `NaN` and `Infinity`; the schema is checked before the answer, and any failure of
+the check (a schema that is not valid, an unknown `type`) is the answer's 0.0
+(`validation_error`), never a server error. `tests/compat/test_structured_outputs.py` holds the
+rule to NeMo Gym's own verify.
+
 Deliberate differences, each because the original's behaviour is not what a user wants:
 * XML is read with the standard library into xmltodict's shape (NeMo Gym imports xmltodict,
   which this project does not depend on); attributes, repeated tags and empty tags map the same.
 * The schema is checked with jsonschema's 2020-12 validator (NeMo Gym: openapi-schema-validator's
-  OAS 3.1 validator, which is that draft plus OpenAPI keywords that only annotate).
+  OAS 3.1 validator, which is that draft plus OpenAPI keywords that only annotate); the rewards
+  agree, and `error_message` can word a schema's fault differently.
 """
 
 from __future__ import annotations
 
 import csv
 import io
+import json
 import tomllib
 import xml.etree.ElementTree as ElementTree
 from collections.abc import Mapping
 from typing import Any
 
 import jsonschema
-import orjson
 import yaml
 from jsonschema.exceptions import best_match
 
@@ -39,7 +46,8 @@ def nemo_gym_verdict(row: Mapping[str, Any], response: Mapping[str, Any]) -> dic
         payload, error_type, message = _tool_call_payload(row, response)
         if error_type is not None:
             return _verdict(0.0, error_type, message)
-        return _verdict(*_check(row["schema_str"], payload))
+        schema, error = _schema(row["schema_str"])
+        return _verdict(*(error or _check(schema, payload)))
     text = "".join(
         part.get("text", "")
         for item in _output(response)
@@ -49,11 +57,14 @@ def nemo_gym_verdict(row: Mapping[str, Any], response: Mapping[str, Any]) -> dic
     )
     if not text.strip():
         return _verdict(0.0, "empty_response", "No assistant response text")
+    schema, error = _schema(row["schema_str"])
+    if error is not None:
+        return _verdict(*error)
     try:
         value = _parse(schema_type, text)
     except Exception as exc:  # every parser's own error class: the answer is not of that format
         return _verdict(0.0, "parse_error", f"{type(exc).__name__}: {str(exc)[:200]}")
-    return _verdict(*_check(row["schema_str"], value, schema_type=schema_type))
+    return _verdict(*_check(schema, value, schema_type=schema_type))
 
 
 def _verdict(reward: float, error_type: str | None, message: str | None) -> dict[str, Any]:
@@ -82,8 +93,8 @@ def _tool_call_payload(
     arguments = calls[0].get("arguments")
     if isinstance(arguments, str):
         try:
-            arguments = orjson.loads(arguments)
-        except orjson.JSONDecodeError as exc:
+            arguments = json.loads(arguments)
+        except json.JSONDecodeError as exc:
             return None, "tool_arguments_parse_error", f"JSONDecodeError: {str(exc)[:200]}"
     elif not isinstance(arguments, dict):
         return None, "tool_arguments_parse_error", f"Unsupported arguments type: {type(arguments).__name__}"
@@ -95,22 +106,31 @@ def _tool_call_payload(
     return arguments, None, None
 
 
-def _check(schema_str: str, value: Any, *, schema_type: str = "json") -> tuple[float, str | None, str | None]:
+Verdict = tuple[float, str | None, str | None]
+
+
+def _schema(schema_str: str) -> tuple[Any, Verdict | None]:
+    """The row's schema made strict, or the verdict that it is not JSON."""
     try:
-        schema = orjson.loads(schema_str)
-    except orjson.JSONDecodeError as exc:
-        return 0.0, "schema_error", str(exc)[:200]
+        schema = json.loads(schema_str)
+    except json.JSONDecodeError as exc:
+        return None, (0.0, "schema_error", str(exc)[:200])
     _strictify(schema)
-    if schema_type == "xml":
-        value = _coerce_xml(value, schema)
-    elif schema_type == "csv":
-        value = _coerce_csv(value, schema)
+    return schema, None
+
+
+def _check(schema: Any, value: Any, *, schema_type: str = "json") -> Verdict:
     try:
+        if schema_type == "xml":
+            value = _coerce_xml(value, schema)
+        elif schema_type == "csv":
+            value = _coerce_csv(value, schema)
+        jsonschema.Draft202012Validator.check_schema(schema)
         error = best_match(jsonschema.Draft202012Validator(schema).iter_errors(value))
-    except jsonschema.SchemaError as exc:
-        return 0.0, "validation_error", f"SchemaError: {str(exc.message)[:200]}"
+    except Exception as exc:  # as NeMo Gym: a schema it cannot check with is the answer's 0.0
+        return 0.0, "validation_error", f"{type(exc).__name__}: {str(exc)[:200]}"
     if error is not None:
-        return 0.0, "validation_error", f"ValidationError: {error.message[:200]}"
+        return 0.0, "validation_error", f"ValidationError: {str(error)[:200]}"
     return 1.0, None, None
 
 
@@ -129,7 +149,7 @@ def _strictify(schema: Any) -> None:
 
 def _parse(schema_type: str, text: str) -> Any:
     if schema_type == "json":
-        return orjson.loads(text)
+        return json.loads(text)
     if schema_type == "yaml":
         return yaml.safe_load(text)
     if schema_type == "xml":

@@ -30,19 +30,18 @@ import re
 from typing import Any, ClassVar
 
 import orjson
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from ng_cli.config.schema import AgentServerConfig
 from ng_cli.errors import (
     BadRequestError,
     InvalidOutputError,
-    UpstreamError,
     UpstreamHTTPError,
     UpstreamUnavailableError,
 )
-from ng_cli.servers import AgentServer, RetryPolicy, Timeouts
+from ng_cli.servers import AgentServer
+from ng_cli.servers.agent import HopConfig
 from ng_cli.servers.agent_stream import AgentEvents
-from ng_cli.servers.http import is_retryable
 
 __all__ = ["HopConfig", "SimpleAgent", "SimpleAgentConfig"]
 
@@ -52,29 +51,6 @@ _RESERVED_ROUTES = frozenset({"seed_session", "verify", "health"})
 
 _USAGE_COUNTS = ("input_tokens", "output_tokens", "total_tokens")
 _USAGE_DETAILS = {"input_tokens_details": "cached_tokens", "output_tokens_details": "reasoning_tokens"}
-
-
-class HopConfig(BaseModel):
-    """Deadlines and retries for the calls to one neighbour server."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
-
-    connect_s: float = Field(default=5.0, gt=0)
-    """Time to connect (or get a pooled connection)."""
-    read_s: float = Field(default=300.0, gt=0)
-    """Longest silence while waiting for the answer."""
-    total_s: float = Field(default=600.0, gt=0)
-    """Longest time for one call, from start to the last byte."""
-    max_attempts: int = Field(default=3, ge=1)
-    """Attempts per call; retried on connection errors, timeouts and 5xx, never on 4xx."""
-    backoff_s: float = Field(default=0.1, ge=0)
-    """First retry delay (exponential, full jitter)."""
-
-    def timeouts(self) -> Timeouts:
-        return Timeouts(connect_s=self.connect_s, read_s=self.read_s, total_s=self.total_s)
-
-    def retry(self) -> RetryPolicy:
-        return RetryPolicy(max_attempts=self.max_attempts, backoff_s=self.backoff_s)
 
 
 class SimpleAgentConfig(AgentServerConfig):
@@ -109,9 +85,11 @@ class SimpleAgent(AgentServer[SimpleAgentConfig]):
         for _ in range(self.config.max_steps):
             body = {**params, "input": history + trajectory}
             if events is None:
-                response = await self._call_model(body, cookies)
+                response = await self.call_model(body, cookies, self.config.model_call)
             else:
-                response = await self._stream_model(body, cookies, events, offset=len(trajectory))
+                response = await self.stream_model(
+                    body, cookies, self.config.model_call, events=events, offset=len(trajectory)
+                )
             output = response["output"]
             trajectory.extend(output)
             usage = add_usage(usage, response.get("usage"))
@@ -126,33 +104,6 @@ class SimpleAgent(AgentServer[SimpleAgentConfig]):
             # The model still wanted tools when the budget ran out: say so instead of looking done.
             response = {**response, "status": "incomplete", "incomplete_details": {"reason": "max_steps"}}
         return {**response, "output": trajectory, "usage": usage}
-
-    async def _call_model(self, body: dict[str, Any], cookies: dict[str, str]) -> dict[str, Any]:
-        hop = self.config.model_call
-        url = f"{self.model_url}/v1/responses"
-        answer = await self.http.post_json_with_retry(
-            url, body, retry=hop.retry(), cookies=cookies, timeouts=hop.timeouts()
-        )
-        return checked_response(answer, url)
-
-    async def _stream_model(
-        self, body: dict[str, Any], cookies: dict[str, str], events: AgentEvents, *, offset: int
-    ) -> dict[str, Any]:
-        """One streamed model call, retried (as `_call_model` is) while nothing was relayed yet."""
-        hop = self.config.model_call
-        url = f"{self.model_url}/v1/responses"
-        for attempt in range(1, hop.max_attempts + 1):
-            relayed = events.sequence
-            try:
-                answer = await events.relay_turn(
-                    self.http, url, body, cookies=cookies, timeouts=hop.timeouts(), offset=offset
-                )
-                return checked_response(answer, url)
-            except UpstreamError as error:
-                if attempt == hop.max_attempts or events.sequence != relayed or not is_retryable(error):
-                    raise
-                await asyncio.sleep(hop.retry().delay_s(attempt))
-        raise AssertionError("HopConfig.max_attempts must be >= 1")
 
     async def _run_tool(
         self, call: dict[str, Any], declared: frozenset[str], cookies: dict[str, str]
@@ -239,18 +190,6 @@ def tool_error_message(error: UpstreamHTTPError) -> str:
 def function_call_output(call_id: str, result: Any) -> dict[str, Any]:
     """The item that hands a tool's result (a JSON string) back to the model."""
     return {"type": "function_call_output", "call_id": call_id, "output": orjson.dumps(result).decode()}
-
-
-def checked_response(answer: Any, url: str) -> dict[str, Any]:
-    """The model's Response, after checking the parts the loop relies on."""
-    if not isinstance(answer, dict) or not isinstance(answer.get("output"), list):
-        raise InvalidOutputError(f"{url} answered without an 'output' list: {_short(answer)}")
-    for index, item in enumerate(answer["output"]):
-        if not isinstance(item, dict):
-            raise InvalidOutputError(
-                f"{url} answered with output[{index}] that is not an object: {_short(item)}"
-            )
-    return answer
 
 
 def add_usage(total: dict[str, Any] | None, usage: Any) -> dict[str, Any] | None:

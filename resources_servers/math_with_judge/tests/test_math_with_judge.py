@@ -111,13 +111,25 @@ async def test_an_equivalent_answer_is_rewarded_without_asking_the_judge(
 ) -> None:
     _, model, url = judge
     verdict = await verify(make_server(url), "Adding gives \\boxed{0.75}.")
-    assert verdict == {"reward": 1.0, "extracted_answer": "0.75", "library_reward": 1.0, "judge_used": False}
+    assert verdict == {
+        "reward": 1.0,
+        "extracted_answer": "0.750000000000000",  # sympy's form, as NeMo Gym reports it
+        "library_reward": 1.0,
+        "judge_used": False,
+    }
     assert model.requests == []
 
 
 async def test_a_wrong_answer_without_a_judge_earns_nothing(make_server: Any) -> None:
     verdict = await verify(make_server(), "So it is \\boxed{0.7}.")
-    assert verdict == {"reward": 0.0, "extracted_answer": "0.7", "library_reward": 0.0, "judge_used": False}
+    assert verdict == {
+        "reward": 0.0,
+        "extracted_answer": "0.700000000000000",
+        "library_reward": 0.0,
+        "judge_used": False,
+    }
+    lenient = await verify(make_server(answer_rule="lenient"), "So it is \\boxed{0.7}.")
+    assert lenient == {"reward": 0.0, "extracted_answer": "0.7", "library_reward": 0.0, "judge_used": False}
 
 
 async def test_a_numeric_expected_answer_is_accepted(make_server: Any) -> None:
@@ -231,10 +243,26 @@ async def test_a_boxed_answer_beats_later_numbers(make_server: Any) -> None:
     assert (verdict["reward"], verdict["extracted_answer"]) == (1.0, "7")
 
 
-async def test_without_a_box_math_verify_reads_the_whole_answer(make_server: Any) -> None:
-    verdict = await verify(make_server(), "It equals $\\frac{3}{4}$", expected="3/4")
+async def test_without_a_box_nemo_gyms_rule_gives_nothing_and_asks_no_judge(
+    make_server: Any, judge: Any
+) -> None:
+    _, model, url = judge
+    for text in ("It equals $\\frac{3}{4}$", "\\fbox{3/4}", "\\boxed{3/4} or \\boxed{3/"):
+        verdict = await verify(make_server(url), text, expected="3/4")
+        assert verdict == {
+            "reward": 0.0,
+            "extracted_answer": None,
+            "library_reward": 0.0,
+            "judge_used": False,
+        }
+    assert model.requests == []
+
+
+async def test_lenient_rule_reads_an_answer_without_a_box(make_server: Any) -> None:
+    server = make_server(answer_rule="lenient")
+    verdict = await verify(server, "It equals $\\frac{3}{4}$", expected="3/4")
     assert (verdict["reward"], verdict["extracted_answer"]) == (1.0, "\\frac{3}{4}")
-    none = await verify(make_server(), "I cannot solve this.")
+    none = await verify(server, "I cannot solve this.")
     assert (none["reward"], none["extracted_answer"]) == (0.0, None)
 
 

@@ -103,3 +103,38 @@ def test_without_a_box_math_verify_finds_the_answer_in_the_whole_text(
 
 def test_a_text_without_any_answer_reads_nothing() -> None:
     assert answers.grade("7", "no idea", False) == (False, None)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [  # NeMo Gym 0.7.0's own cases (math_with_judge/tests/test_app.py, test_extract_last_boxed_answer)
+        ("No boxed answer", None),
+        ("First \\boxed{wrong}, then \\boxed{right}", "right"),
+        ("\\boxed{\\frac{1}{2}}", "\\frac{1}{2}"),
+        ("\\boxed{ exact text }", " exact text "),
+        ("\\boxed{unclosed", None),
+        # where it differs from extract_boxed (the lenient rule)
+        ("\\boxed{3} then an unclosed \\boxed{4", None),
+        ("\\boxed{3} then an empty \\boxed{}", ""),
+        ("\\fbox{7}", None),
+        ("\\boxed 5 is it", None),
+    ],
+)
+def test_last_closed_box(text: str, expected: str | None) -> None:
+    assert answers.last_closed_box(text) == expected
+
+
+@pytest.mark.parametrize(
+    ("expected", "text", "result"),
+    [
+        ("\\frac{1}{2}", "so \\boxed{0.5}", (1.0, "1/2")),  # the prediction equal to the gold
+        ("$720$", "\\boxed{720}", (1.0, "720")),
+        ("\\(5\\)", "\\boxed{5}", (1.0, "5")),
+        ("42", "\\boxed{41} ... \\boxed{42}", (0.0, "{41, 42}")),  # math-verify reads both boxes
+        ("}{", "\\boxed{1}", (0.0, None)),  # an unreadable expected answer scores 0.0
+    ],
+)
+def test_nemo_gym_grade_reads_the_whole_text(
+    expected: str, text: str, result: tuple[float, str | None]
+) -> None:
+    assert answers.nemo_gym_grade(expected, text) == result

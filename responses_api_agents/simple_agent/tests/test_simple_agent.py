@@ -10,6 +10,7 @@ import pytest
 from pydantic import ValidationError
 
 from ng_cli.errors import BadRequestError, InvalidOutputError, UpstreamHTTPError
+from ng_cli.servers.agent import checked_response
 from ng_cli.servers.loading import load_server_class
 
 Agent = load_server_class(Path(__file__).resolve().parents[1] / "app.py")
@@ -99,7 +100,7 @@ def test_function_call_output_is_a_json_string() -> None:
 @pytest.mark.parametrize("answer", [None, [], {"output": None}, {"output": [1]}, {"id": "r"}])
 def test_checked_response_rejects_unusable_bodies(answer: Any) -> None:
     with pytest.raises(InvalidOutputError, match="http://m/v1/responses"):
-        agent_module.checked_response(answer, "http://m/v1/responses")
+        checked_response(answer, "http://m/v1/responses")
 
 
 def test_add_usage_sums_counts_and_details() -> None:

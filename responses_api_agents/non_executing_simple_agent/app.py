@@ -1,0 +1,45 @@
+"""`non_executing_simple_agent`: one model call, whose answer is the rollout; no tool runs.
+
+For tasks whose answer IS a tool call (NeMo Gym's `structured_outputs` v4 rows,
+`response_mode: tool_call`): the request goes to the model's `POST /v1/responses` once, and its
+Response, function calls included, is returned (and, in `/run`, verified) as it came. Running the
+call, as `simple_agent` would, asks the resources server for a route it does not have and shows
+the model an error it was never meant to see.
+
+NeMo Gym 0.7.0's agent of the same name (responses_api_agents/non_executing_simple_agent/app.py)
+does the same; its rows and configs (`structured_outputs_v4.yaml`) run here unchanged. The call
+has `simple_agent`'s deadlines and retries (`model_call`); with `stream: true` its events are
+relayed.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from ng_cli.config.schema import AgentServerConfig
+from ng_cli.servers import AgentServer
+from ng_cli.servers.agent import HopConfig
+from ng_cli.servers.agent_stream import AgentEvents
+
+__all__ = ["NonExecutingSimpleAgent", "NonExecutingSimpleAgentConfig"]
+
+
+class NonExecutingSimpleAgentConfig(AgentServerConfig):
+    """One model call per rollout; its tool calls are the answer, never run."""
+
+    model_call: HopConfig = HopConfig()
+    """Deadlines and retries of `POST /v1/responses` on the model server."""
+
+
+class NonExecutingSimpleAgent(AgentServer[NonExecutingSimpleAgentConfig]):
+    """`/v1/responses` is the model's answer; `/run` (seed -> it -> verify) comes from `AgentServer`."""
+
+    config_class: ClassVar[type[NonExecutingSimpleAgentConfig]] = NonExecutingSimpleAgentConfig
+
+    async def respond(
+        self, params: dict[str, Any], *, cookies: dict[str, str], events: AgentEvents | None = None
+    ) -> dict[str, Any]:
+        body = {key: value for key, value in params.items() if key != "stream"}
+        if events is None:
+            return await self.call_model(body, cookies, self.config.model_call)
+        return await self.stream_model(body, cookies, self.config.model_call, events=events, offset=0)
