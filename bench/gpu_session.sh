@@ -15,6 +15,18 @@
 #   bash bench/gpu_session.sh replicas           (two engines sharing the GPU, one killed; the Gemma quirk via ng_run)
 #   bash bench/gpu_session.sh dense8b [NAME ARGS] (an 8B-shaped dummy model: start-up and through-stack efficiency;
 #                                                 NAME names the result files, ARGS go to bench/engine_efficiency.py)
+#   bash bench/gpu_session.sh ckpt8b             (two random 8B-shaped checkpoints, A and B, under /tmp/ng-ckpt;
+#                                                 image python3 is enough: it can run before the install)
+#   bash bench/gpu_session.sh weights8b          (weight updates at real size: bench/weight_update_8b.py over A and B
+#                                                 with gpu_dense_8b_weights.yaml, then warm and cold with fastsafetensors)
+#   bash bench/gpu_session.sh loaders8b          (the same warm updates with vLLM's multi-thread loader)
+#
+# A step longer than one device call (10 minutes; an 8B engine's first start alone takes ~4) runs
+# in the background and is polled by the calls after it, back to back (the machine is given back
+# after 30 s idle):
+#   bash bench/gpu_session.sh bg STEP            (STEP under setsid; its files go to /tmp/ng-results)
+#   bash bench/gpu_session.sh poll SECONDS       (wait up to SECONDS for the background steps, show their
+#                                                 logs' tails, copy /tmp/ng-results into $OUT)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT="${OUT:-bench/results/gpu}"
@@ -24,7 +36,7 @@ STAGE=/tmp/ng-wh
 PY="$VENV/bin/python"
 export NG_VLLM_VENV="$VENV" PYTHONUNBUFFERED=1 NG_GPU_RESULTS="$OUT"
 
-step="${1:?usage: gpu_session.sh stage|install|quickstart|replicas|dense8b [part]}"
+step="${1:?usage: gpu_session.sh stage|install|quickstart|replicas|dense8b|ckpt8b|weights8b|loaders8b|bg|poll [args]}"
 case "$step" in
   stage)
     bash scripts/build_vllm_env.sh --wheelhouse "${2:?part folder}" --stage "$STAGE" --stage-only
@@ -59,6 +71,83 @@ case "$step" in
     "$PY" bench/engine_efficiency.py --config responses_api_models/local_vllm_model/configs/gpu_dense_8b_dummy.yaml \
       --stack --concurrency 64 256 1024 --waves 4 --rounds 3 --max-tokens 128 --agent-workers 4 "$@" \
       --out "$OUT/$name.json" 2>&1 | tee "$OUT/$name.txt"
+    ;;
+  ckpt8b)
+    # The 8B shape (config and tokenizer), then its weights twice: random bf16 drawn on the GPU.
+    CKPY="$PY"; [ -x "$CKPY" ] || CKPY=python3
+    mkdir -p /tmp/ng-models /tmp/ng-ckpt
+    started=$(date +%s)
+    "$CKPY" ng_cli/engines/tiny_model.py --arch llama3-8b --out /tmp/ng-models/llama3-8b-shape > /dev/null
+    rm -f "$OUT/checkpoints.jsonl" /tmp/ng-ckpt/.done
+    for spec in A:1 B:2; do
+      "$CKPY" bench/make_random_checkpoint.py --config-dir /tmp/ng-models/llama3-8b-shape \
+        --out "/tmp/ng-ckpt/${spec%%:*}" --seed "${spec##*:}" --report "$OUT/checkpoints.jsonl"
+    done
+    sync
+    du -sh /tmp/ng-ckpt/A /tmp/ng-ckpt/B | tee -a "$OUT/checkpoints.txt"
+    df -h /tmp | tee -a "$OUT/checkpoints.txt"
+    echo "checkpoints made in $(( $(date +%s) - started )) s" | tee -a "$OUT/checkpoints.txt"
+    touch /tmp/ng-ckpt/.done
+    ;;
+  weights8b)
+    for _ in $(seq 600); do [ -f /tmp/ng-ckpt/.done ] && break; sleep 1; done
+    [ -f /tmp/ng-ckpt/.done ] || { echo "no checkpoints: run the ckpt8b step first" >&2; exit 2; }
+    env_config=resources_servers/example_single_tool_call/configs/example_single_tool_call.yaml
+    config=responses_api_models/local_vllm_model/configs/gpu_dense_8b_weights.yaml
+    engine="policy_model.responses_api_models.local_vllm_model"
+    common=(--config "$env_config" --config "$config" --checkpoint-a /tmp/ng-ckpt/A --checkpoint-b /tmp/ng-ckpt/B --updates 5)
+    "$PY" bench/weight_update_8b.py "${common[@]}" --label "vLLM default loader" \
+      --override "++example_single_tool_call_simple_agent.responses_api_agents.simple_agent.num_workers=4" \
+      --output "$OUT/weight_update_8b.json" 2>&1 | tee "$OUT/weight_update_8b.txt" || true
+    if ! grep -q '"stack_ready_s"' "$OUT/weight_update_8b.json"; then
+      # The stack did not start: once more without sleep mode (the one option beyond the dummy config's).
+      "$PY" bench/weight_update_8b.py "${common[@]}" --phases warm,floor,cold,load --label "no sleep mode" \
+        --override "++$engine.vllm_serve_kwargs.enable_sleep_mode=false" \
+        --override "++example_single_tool_call_simple_agent.responses_api_agents.simple_agent.num_workers=4" \
+        --output "$OUT/weight_update_8b_no_sleep_mode.json" 2>&1 | tee "$OUT/weight_update_8b_no_sleep_mode.txt" || true
+    fi
+    # vLLM's faster loader: fastsafetensors reads each file straight into GPU memory (one file's
+    # worth at a time: less KV cache, so the buffer fits), the reload included.
+    "$PY" bench/weight_update_8b.py "${common[@]}" --phases warm,cold --label "fastsafetensors" \
+      --override "++$engine.vllm_serve_kwargs.load_format=fastsafetensors" \
+      --override "++$engine.vllm_serve_kwargs.gpu_memory_utilization=0.7" \
+      --output "$OUT/weight_update_8b_fastsafetensors.json" 2>&1 | tee "$OUT/weight_update_8b_fastsafetensors.txt" || true
+    ;;
+  loaders8b)
+    # vLLM's multi-thread safetensors loader (every file read by its own thread), the reload included.
+    for _ in $(seq 600); do [ -f /tmp/ng-ckpt/.done ] && break; sleep 1; done
+    engine="policy_model.responses_api_models.local_vllm_model"
+    cat /tmp/ng-ckpt/A/*.safetensors /tmp/ng-ckpt/B/*.safetensors > /dev/null
+    "$PY" bench/weight_update_8b.py --config resources_servers/example_single_tool_call/configs/example_single_tool_call.yaml \
+      --config responses_api_models/local_vllm_model/configs/gpu_dense_8b_weights.yaml \
+      --checkpoint-a /tmp/ng-ckpt/A --checkpoint-b /tmp/ng-ckpt/B --updates 5 --phases warm --label "multi-thread loader" \
+      --override "++$engine.vllm_serve_kwargs.model_loader_extra_config={enable_multithread_load:true,num_threads:8}" \
+      --output "$OUT/weight_update_8b_multithread.json" 2>&1 | tee "$OUT/weight_update_8b_multithread.txt" || true
+    ;;
+  bg)
+    # setsid: the step outlives the device call that starts it (while the machine stays warm).
+    mkdir -p /tmp/ng-results /tmp/ng-bg
+    OUT=/tmp/ng-results setsid nohup bash -c 'bash bench/gpu_session.sh "$@" > "/tmp/ng-bg/$1.log" 2>&1; \
+      echo "exit $?" >> "/tmp/ng-bg/$1.log"; touch "/tmp/ng-bg/$1.done"' bg "${@:2}" < /dev/null > /dev/null 2>&1 &
+    echo "started ${2:?step} in the background: /tmp/ng-bg/$2.log"
+    ;;
+  poll)
+    # Wait up to SECONDS while any background step runs; then its tail, and everything it wrote
+    # so far into $OUT: the JSON records as they are, the rest (logs) in one results.tgz.
+    limit="${2:-540}"
+    shopt -s nullglob
+    for _ in $(seq "$limit"); do
+      running=0
+      for log in /tmp/ng-bg/*.log; do [ -f "${log%.log}.done" ] || running=1; done
+      [ "$running" = 0 ] && break
+      sleep 1
+    done
+    for log in /tmp/ng-bg/*.log; do
+      echo "== $log: $([ -f "${log%.log}.done" ] && echo finished || echo running)"; tail -n 30 "$log"
+    done
+    nvidia-smi --query-gpu=memory.used,memory.total --format=csv,noheader
+    cp /tmp/ng-results/*.json "$OUT/" 2>/dev/null || true
+    tar czf "$OUT/results.tgz" -C /tmp ng-results ng-bg 2>/dev/null || true
     ;;
   *)
     echo "unknown step $step" >&2

@@ -1,0 +1,218 @@
+"""Write a real safetensors checkpoint of random values for a Llama-shaped config directory.
+
+    python bench/make_random_checkpoint.py --config-dir /tmp/ng-models/llama3-8b-shape \
+        --out /tmp/ng-ckpt/A --seed 1 [--shard-gb 4] [--std 0.02]
+
+The config directory is what `ng_cli/engines/tiny_model.py --arch llama3-8b --out DIR` writes
+(config, tokenizer and chat template, no weights: vLLM serves it with `load_format: dummy`). A
+weight update needs weights on disk (`dummy` cannot be reloaded), so this writes them: every
+tensor of transformers' `LlamaForCausalLM` state dict (the names vLLM's Llama loader reads),
+bf16, drawn on the GPU from N(0, std) (the RMSNorm weights from 1 + N(0, std), as a trained
+model's are near 1), sharded like a Hugging Face checkpoint (`model-0000i-of-0000n.safetensors`
+of about `--shard-gb` GB each, plus `model.safetensors.index.json`). The config, tokenizer and
+generation config are copied beside, so the directory is also a model vLLM can boot from.
+Two seeds give two checkpoints of the same shapes and different values (A and B of
+`bench/weight_update_8b.py`). Every file is read back with `safetensors.safe_open`: names,
+shapes, dtype, and one tensor's values.
+
+Runs under any python with torch (CUDA when there is a GPU, else CPU, slowly) and safetensors;
+imports nothing from ng_cli.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+import time
+from pathlib import Path
+
+COPIED = (
+    "config.json",
+    "generation_config.json",
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    "chat_template.jinja",
+)
+
+
+def llama_shapes(config: dict) -> list[tuple[str, tuple[int, ...]]]:
+    """(name, shape) of every tensor of LlamaForCausalLM's state dict, in layer order."""
+    hidden = int(config["hidden_size"])
+    inter = int(config["intermediate_size"])
+    heads = int(config["num_attention_heads"])
+    kv_heads = int(config.get("num_key_value_heads") or heads)
+    head_dim = int(config.get("head_dim") or hidden // heads)
+    vocab = int(config["vocab_size"])
+    shapes: list[tuple[str, tuple[int, ...]]] = [("model.embed_tokens.weight", (vocab, hidden))]
+    for i in range(int(config["num_hidden_layers"])):
+        p = f"model.layers.{i}."
+        shapes += [
+            (p + "input_layernorm.weight", (hidden,)),
+            (p + "self_attn.q_proj.weight", (heads * head_dim, hidden)),
+            (p + "self_attn.k_proj.weight", (kv_heads * head_dim, hidden)),
+            (p + "self_attn.v_proj.weight", (kv_heads * head_dim, hidden)),
+            (p + "self_attn.o_proj.weight", (hidden, heads * head_dim)),
+            (p + "post_attention_layernorm.weight", (hidden,)),
+            (p + "mlp.gate_proj.weight", (inter, hidden)),
+            (p + "mlp.up_proj.weight", (inter, hidden)),
+            (p + "mlp.down_proj.weight", (hidden, inter)),
+        ]
+    shapes.append(("model.norm.weight", (hidden,)))
+    if not config.get("tie_word_embeddings", False):
+        shapes.append(("lm_head.weight", (vocab, hidden)))
+    return shapes
+
+
+def numel(shape: tuple[int, ...]) -> int:
+    count = 1
+    for size in shape:
+        count *= size
+    return count
+
+
+def shard_plan(
+    shapes: list[tuple[str, tuple[int, ...]]], shard_bytes: int
+) -> list[list[tuple[str, tuple[int, ...]]]]:
+    shards: list[list[tuple[str, tuple[int, ...]]]] = [[]]
+    size = 0
+    for name, shape in shapes:
+        nbytes = numel(shape) * 2
+        if shards[-1] and size + nbytes > shard_bytes:
+            shards.append([])
+            size = 0
+        shards[-1].append((name, shape))
+        size += nbytes
+    return shards
+
+
+def write(config_dir: Path, out: Path, *, seed: int, std: float, shard_gb: float) -> dict:
+    import torch
+    from safetensors.torch import save_file
+
+    config = json.loads((config_dir / "config.json").read_text())
+    if config.get("model_type") != "llama":
+        raise SystemExit(f"{config_dir}: model_type {config.get('model_type')!r}, expected llama")
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    shapes = llama_shapes(config)
+    shards = shard_plan(shapes, int(shard_gb * 1e9))
+    out.mkdir(parents=True, exist_ok=True)
+    for old in out.glob("*.safetensors"):
+        old.unlink()
+    generator = torch.Generator(device=device)
+    generator.manual_seed(seed)
+    weight_map: dict[str, str] = {}
+    total = 0
+    started = time.perf_counter()
+    timings = {"generate_s": 0.0, "to_cpu_s": 0.0, "save_s": 0.0}
+    for index, shard in enumerate(shards, start=1):
+        file = f"model-{index:05d}-of-{len(shards):05d}.safetensors"
+        tensors = {}
+        t0 = time.perf_counter()
+        on_device = {}
+        for name, shape in shard:
+            values = torch.randn(shape, generator=generator, device=device, dtype=torch.float32).mul_(std)
+            if name.endswith("norm.weight"):
+                values.add_(1.0)
+            on_device[name] = values.to(torch.bfloat16)
+            del values
+        if device == "cuda":
+            torch.cuda.synchronize()
+        t1 = time.perf_counter()
+        for name, tensor in on_device.items():
+            tensors[name] = tensor.cpu()
+        del on_device
+        t2 = time.perf_counter()
+        save_file(tensors, str(out / file), metadata={"format": "pt"})
+        t3 = time.perf_counter()
+        timings["generate_s"] += t1 - t0
+        timings["to_cpu_s"] += t2 - t1
+        timings["save_s"] += t3 - t2
+        for name, tensor in tensors.items():
+            weight_map[name] = file
+            total += tensor.numel() * tensor.element_size()
+        del tensors
+        print(f"  {file}: {len(shard)} tensors, {(out / file).stat().st_size / 1e9:.2f} GB", flush=True)
+    index_doc = {"metadata": {"total_size": total}, "weight_map": weight_map}
+    (out / "model.safetensors.index.json").write_text(json.dumps(index_doc, indent=2) + "\n")
+    for name in COPIED:
+        if (config_dir / name).is_file():
+            shutil.copyfile(config_dir / name, out / name)
+    return {
+        "out": str(out),
+        "seed": seed,
+        "std": std,
+        "device": device,
+        "tensors": len(shapes),
+        "parameters": sum(numel(shape) for _, shape in shapes),
+        "bytes": total,
+        "files": len(shards),
+        "seconds": round(time.perf_counter() - started, 2),
+        **{key: round(value, 2) for key, value in timings.items()},
+    }
+
+
+def check(config_dir: Path, out: Path, *, std: float) -> dict:
+    """Read every file back: the names, shapes and dtype of the config's state dict, and values."""
+    import torch
+    from safetensors import safe_open
+
+    expected = dict(llama_shapes(json.loads((config_dir / "config.json").read_text())))
+    seen: dict[str, tuple[int, ...]] = {}
+    sample = None
+    for file in sorted(out.glob("*.safetensors")):
+        with safe_open(str(file), framework="pt") as handle:
+            for name in handle.keys():  # noqa: SIM118 - a safe_open handle is not iterable
+                piece = handle.get_slice(name)
+                if piece.get_dtype() != "BF16":
+                    raise SystemExit(f"{file.name}: {name} is {piece.get_dtype()}, expected BF16")
+                seen[name] = tuple(piece.get_shape())
+            if sample is None and "model.layers.0.self_attn.q_proj.weight" in seen:
+                sample = handle.get_tensor("model.layers.0.self_attn.q_proj.weight").to(torch.float32)
+    problems = []
+    if set(seen) != set(expected):
+        problems.append(
+            f"names differ: missing {sorted(set(expected) - set(seen))[:5]}, extra {sorted(set(seen) - set(expected))[:5]}"
+        )
+    problems += [
+        f"{name}: {seen[name]} != {shape}"
+        for name, shape in expected.items()
+        if seen.get(name, shape) != shape
+    ]
+    measured = float(sample.std()) if sample is not None else float("nan")
+    if not abs(measured - std) < 0.1 * std:
+        problems.append(f"q_proj std {measured:.4f}, expected {std}")
+    if problems:
+        raise SystemExit(f"{out}: " + "; ".join(problems))
+    return {
+        "checked_tensors": len(seen),
+        "q_proj_std": round(measured, 5),
+        "q_proj_first": float(sample.reshape(-1)[0]),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--config-dir", type=Path, required=True, help="tiny_model.py --arch llama3-8b output"
+    )
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--seed", type=int, required=True)
+    parser.add_argument("--std", type=float, default=0.02)
+    parser.add_argument("--shard-gb", type=float, default=4.0)
+    parser.add_argument("--report", type=Path, help="append the result as a JSON line here")
+    args = parser.parse_args(argv)
+    result = write(args.config_dir, args.out, seed=args.seed, std=args.std, shard_gb=args.shard_gb)
+    result.update(check(args.config_dir, args.out, std=args.std))
+    line = json.dumps(result)
+    print(line, flush=True)
+    if args.report:
+        with open(args.report, "a") as handle:
+            handle.write(line + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
