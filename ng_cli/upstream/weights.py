@@ -322,6 +322,7 @@ class WeightUpdater:
                 )
                 self.versions.open()
                 raise self._failed(error, self.versions.version, engines) from None
+            self._sleeping = True
             result: dict[str, Any] = {
                 "level": level,
                 "timings": {e.endpoint.root_url: e.timings for e in engines},

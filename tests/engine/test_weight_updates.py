@@ -33,6 +33,7 @@ import pytest
 from ng_cli.launcher.admin_keys import admin_key
 from ng_cli.quickstart.processes import console_script
 from ng_cli.training import WeightsClient
+from ng_cli.upstream.weights import WeightUpdateError
 from tests.fixtures import checkpoints
 from tests.fixtures.engine_stack import (
     ENGINE_KEY,
@@ -354,7 +355,10 @@ def test_ng_status_shows_the_weight_version(stack: EngineStack) -> None:
 def test_sleep_on_the_cpu_build_is_a_no_op_that_says_so(stack: EngineStack, client: WeightsClient) -> None:
     slept = client.sleep(1)
     assert "no-op" in slept["warning"]
-    assert client.status()["admitting"] is False  # drained and held until wake_up
+    asleep = client.status()
+    assert (asleep["admitting"], asleep["sleeping"]) == (False, True)  # drained and held until wake_up
+    with pytest.raises(WeightUpdateError, match="asleep"):
+        client.update(str(MODEL), version=99)
     woken = client.wake_up()
     assert set(woken["timings"]) == {str(engine["url"]).removesuffix("/v1") for engine in stack.engines}
     assert client.status()["admitting"] is True
