@@ -43,6 +43,11 @@ class WeightsExtension:
         _tie_embeddings(self.model_runner.get_model())
         return self.ng_weights_fingerprint()
 
+    def ng_device(self) -> str:
+        """The device type the weights live on (`cuda`, `cpu`): vLLM's CPU build reports sleeping
+        while it frees nothing, so the model server asks where the weights are."""
+        return str(next(self.model_runner.get_model().parameters()).device.type)
+
     def ng_weights_fingerprint(self) -> str:
         import torch
 

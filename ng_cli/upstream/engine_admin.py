@@ -49,12 +49,18 @@ class EngineAdmin:
         """Load the checkpoint at `path`; the fingerprint of every worker after it."""
         body = {"method": "ng_reload_weights", "kwargs": {"weights_path": path}, "timeout": deadline_s}
         answer = await self._phase("reload", self._post("/collective_rpc", body, deadline_s), deadline_s)
-        return _fingerprints(self.root_url, "reload", answer)
+        return _per_worker(self.root_url, "reload", answer)
 
     async def fingerprint(self, *, deadline_s: float) -> list[str]:
         body = {"method": "ng_weights_fingerprint", "timeout": deadline_s}
         answer = await self._phase("verify", self._post("/collective_rpc", body, deadline_s), deadline_s)
-        return _fingerprints(self.root_url, "verify", answer)
+        return _per_worker(self.root_url, "verify", answer)
+
+    async def devices(self, *, deadline_s: float) -> list[str]:
+        """Each worker's device type (`cuda`, `cpu`)."""
+        body = {"method": "ng_device", "timeout": deadline_s}
+        answer = await self._phase("sleep", self._post("/collective_rpc", body, deadline_s), deadline_s)
+        return _per_worker(self.root_url, "sleep", answer)
 
     async def reset_prefix_cache(self, *, deadline_s: float) -> bool:
         """True if the engine emptied its prefix cache (False while requests still hold blocks)."""
@@ -104,13 +110,14 @@ def _timeouts(deadline_s: float) -> Timeouts:
     return Timeouts(connect_s=min(5.0, deadline_s), read_s=deadline_s, total_s=deadline_s)
 
 
-def _fingerprints(engine: str, phase: str, answer: Any) -> list[str]:
+def _per_worker(engine: str, phase: str, answer: Any) -> list[str]:
+    """The string each worker answered (a fingerprint, a device type)."""
     results = answer.get("results") if isinstance(answer, dict) else None
     if not isinstance(results, list) or not results or not all(isinstance(item, str) for item in results):
         raise PhaseError(
             engine,
             phase,
-            f"its workers answered {str(answer)[:200]!r}, not one fingerprint each "
+            f"its workers answered {str(answer)[:200]!r}, not one string per worker "
             "(was the engine started with weight_updates: true?)",
         )
     return results

@@ -316,6 +316,9 @@ class WeightUpdater:
                 sleeping = await asyncio.gather(
                     *(e.admin.is_sleeping(deadline_s=self.deadlines.verify_s) for e in engines)
                 )
+                devices = await asyncio.gather(
+                    *(e.admin.devices(deadline_s=self.deadlines.verify_s) for e in engines)
+                )
             except PhaseError as error:
                 await self._all_quietly(
                     "resume", engines, lambda e: e.admin.resume(deadline_s=self.deadlines.resume_s)
@@ -327,9 +330,9 @@ class WeightUpdater:
                 "level": level,
                 "timings": {e.endpoint.root_url: e.timings for e in engines},
             }
-            if not all(sleeping):
+            if not all(sleeping) or any("cpu" in workers for workers in devices):
                 result["warning"] = (
-                    "the engines do not report sleeping: vLLM's CPU build treats sleep as a no-op (nothing freed)"
+                    "vLLM's CPU build treats sleep as a no-op: nothing was freed (calls are held until wake_up)"
                 )
             return result
 

@@ -227,8 +227,11 @@ def test_abort_mode_sends_cut_calls_again_and_never_scores_them(
     rows = finished(collector, stack, "abort", 60)
     assert result["in_flight_at_pause"]
     assert stack.counter("ng_model_calls_retried_after_weight_update_total") > retried_before
-    # A cut call is sent again under the new weights: no finished call straddles the update.
-    assert all(call["start"] == call["end"] for call in calls_of(rows))
+    # A cut call is sent again under the new weights and never scored cut; a call that straddles
+    # is one whose generation had ended at the engine before the pause (its answer still on the
+    # way): the update reports each such call.
+    straddling = {call["call"] for call in calls_of(rows) if call["start"] != call["end"]}
+    assert straddling <= set(result["spanning_calls"])
 
 
 def test_bad_checkpoints_are_refused_and_change_nothing(
