@@ -21,6 +21,7 @@ from typing import Any
 from ng_cli.errors import ConfigError, UpstreamHTTPError, UpstreamUnavailableError
 from ng_cli.head import fetch_servers
 from ng_cli.launcher.admin_keys import KEY_ENV, admin_key
+from ng_cli.protocol.errors import parse_error_body
 from ng_cli.upstream.admin_routes import ADMIN_ROUTES
 from ng_cli.upstream.weights import WeightUpdateError
 
@@ -122,20 +123,19 @@ class WeightsClient:
 
 
 def _error_of(exc: urllib.error.HTTPError, server: str) -> Exception:
+    """The model server's error envelope (`protocol.errors`) as the error it stands for."""
     text = exc.read().decode("utf-8", "replace")
-    try:
-        error = json.loads(text).get("error", {})
-    except (ValueError, AttributeError):
-        error = {}
-    message = error.get("message") if isinstance(error, dict) else None
-    if isinstance(error, dict) and "phase" in error:
+    detail = parse_error_body(text)
+    extra = (detail.model_extra or {}) if detail is not None else {}
+    if detail is not None and "phase" in extra:
         return WeightUpdateError(
-            str(message),
-            phase=str(error.get("phase")),
-            engine=error.get("engine"),
-            rolled_back=bool(error.get("rolled_back")),
-            version=error.get("version"),
-            hint=error.get("hint"),
-            timings=error.get("timings") or {},
+            detail.message,
+            phase=str(extra["phase"]),
+            engine=extra.get("engine"),
+            rolled_back=bool(extra.get("rolled_back")),
+            version=extra.get("version"),
+            hint=extra.get("hint"),
+            timings=extra.get("timings") or {},
         )
-    return UpstreamHTTPError(f"{server}: {message or text[:300]}", status=exc.code, body=text)
+    message = detail.message if detail is not None else text[:300]
+    return UpstreamHTTPError(f"{server}: {message}", status=exc.code, body=text)

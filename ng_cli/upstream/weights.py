@@ -529,12 +529,8 @@ class WeightUpdater:
         self, phase: str, engines: list[_Engine], call: Callable[[_Engine], Awaitable[Any]]
     ) -> list[Any]:
         """`call` on every engine at once, timed; the first failure (after all ended) is raised."""
-        results = await asyncio.gather(
-            *(engine.timed(phase, call(engine)) for engine in engines), return_exceptions=True
-        )
+        results = await _gathered(phase, engines, call)
         for result in results:
-            if isinstance(result, PhaseError):
-                raise result
             if isinstance(result, BaseException):
                 raise result
         return results
@@ -542,9 +538,8 @@ class WeightUpdater:
     async def _all_quietly(
         self, phase: str, engines: list[_Engine], call: Callable[[_Engine], Awaitable[Any]]
     ) -> dict[str, str]:
-        results = await asyncio.gather(
-            *(engine.timed(phase, call(engine)) for engine in engines), return_exceptions=True
-        )
+        """`call` on every engine at once, timed; engine -> why it failed (none raised)."""
+        results = await _gathered(phase, engines, call)
         return {
             engine.endpoint.root_url: (result.reason if isinstance(result, PhaseError) else repr(result))
             for engine, result in zip(engines, results, strict=True)
@@ -571,3 +566,12 @@ class WeightUpdater:
         self._pushing = None
         self.versions.open()
         self._lock.release()
+
+
+async def _gathered(
+    phase: str, engines: list[_Engine], call: Callable[[_Engine], Awaitable[Any]]
+) -> list[Any]:
+    """Each engine's result of `call`, or the exception it raised, in engine order."""
+    return await asyncio.gather(
+        *(engine.timed(phase, call(engine)) for engine in engines), return_exceptions=True
+    )
