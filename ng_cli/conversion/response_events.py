@@ -72,8 +72,10 @@ class _Item:
 class ResponseEvents:
     """The events of one streamed Response; feed it chunk deltas, then the final Response."""
 
-    def __init__(self, skeleton: dict[str, Any], *, splits_think_tags: bool) -> None:
-        self.response_id = f"resp_{uuid.uuid4().hex}"
+    def __init__(
+        self, skeleton: dict[str, Any], *, splits_think_tags: bool, response_id: str | None = None
+    ) -> None:
+        self.response_id = response_id or f"resp_{uuid.uuid4().hex}"
         self.skeleton = {**skeleton, "id": self.response_id, "created_at": int(time.time())}
         self.splitter = ThinkSplitter() if splits_think_tags else None
         self.sequence = 0

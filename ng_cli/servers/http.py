@@ -17,6 +17,7 @@ from typing import Any
 import aiohttp
 import orjson
 
+from ng_cli.conversion.whole_answers import events_of_whole_answer
 from ng_cli.errors import (
     UPSTREAM_DOWN_TYPE,
     InvalidOutputError,
@@ -169,12 +170,7 @@ class HttpClient:
                 body = await response.read()
                 if response.status >= 400:
                     raise _http_error(method, url, response.status, body.decode("utf-8", "replace"))
-        try:
-            return orjson.loads(body) if body else None
-        except orjson.JSONDecodeError as exc:
-            raise InvalidOutputError(
-                f"{method} {url} answered with a body that is not JSON: {_short(body.decode('utf-8', 'replace'))}"
-            ) from exc
+        return _decoded_json(body, f"{method} {url}") if body else None
 
     def _under_deadline(
         self, what: str, url: str, timeouts: Timeouts | None, headers: dict[str, str]
@@ -218,8 +214,16 @@ class HttpClient:
                 async with self._translated_errors(url, timeouts):
                     body = await response.read()
                 raise _http_error("POST", url, response.status, body.decode("utf-8", "replace"))
-            lines = iter_lines(response.content.iter_any(), source=url, max_line_bytes=self.max_event_bytes)
-            yield self._translated_events(iter_sse_json(lines, source=url), url, timeouts)
+            if response.content_type == "application/json":  # `stream` ignored: the whole answer
+                async with self._translated_errors(url, timeouts):
+                    body = await _read_at_most(response, self.max_event_bytes, url)
+                answer = _decoded_json(body, f"POST {url}")
+                yield _listed(events_of_whole_answer(answer, source=url))
+            else:
+                lines = iter_lines(
+                    response.content.iter_any(), source=url, max_line_bytes=self.max_event_bytes
+                )
+                yield self._translated_events(iter_sse_json(lines, source=url), url, timeouts)
         finally:
             # Read to the end: the connection goes back to the pool. Left early (the caller's
             # client went away, or the stream broke): closed, so the server stops generating.
@@ -288,6 +292,32 @@ def _http_error(method: str, url: str, status: int, text: str) -> UpstreamError:
             endpoint=url,
         )
     return UpstreamHTTPError(message, status=status, body=text, endpoint=url)
+
+
+def _decoded_json(body: bytes, what: str) -> Any:
+    try:
+        return orjson.loads(body)
+    except orjson.JSONDecodeError as exc:
+        raise InvalidOutputError(
+            f"{what} answered with a body that is not JSON: {_short(body.decode('utf-8', 'replace'))}"
+        ) from exc
+
+
+async def _read_at_most(response: aiohttp.ClientResponse, limit: int, url: str) -> bytes:
+    """The body of an answer that should have been a stream of events, each at most `limit` bytes:
+    a whole answer is held to the same bound."""
+    body = await response.content.read(limit + 1)
+    if len(body) > limit:
+        raise InvalidOutputError(
+            f"{url} answered `stream: true` with a whole JSON body over {limit} bytes (the longest "
+            "event this client reads)"
+        )
+    return body
+
+
+async def _listed(events: list[dict[str, Any]]) -> AsyncIterator[dict[str, Any]]:
+    for event in events:
+        yield event
 
 
 def _short(text: str, limit: int = 500) -> str:

@@ -30,6 +30,7 @@ from ng_cli.conversion.chunks import ChunkAccumulator
 from ng_cli.conversion.overflow import empty_overflow_chat_completion
 from ng_cli.conversion.response_events import ResponseEvents
 from ng_cli.conversion.to_responses import response_envelope
+from ng_cli.conversion.whole_answers import completion_as_chunk
 from ng_cli.errors import (
     BadRequestError,
     ContextOverflowError,
@@ -214,13 +215,5 @@ def _refuse_aborted(completion: dict[str, Any]) -> None:
 
 async def _as_one_chunk(completion: dict[str, Any]) -> AsyncIterator[bytes]:
     """A whole chat completion (the overflow answer) as one chunk and `[DONE]`."""
-    choices = [
-        {
-            "index": choice.get("index", 0),
-            "delta": choice.get("message", {}),
-            "finish_reason": choice.get("finish_reason"),
-        }
-        for choice in completion.get("choices", [])
-    ]
-    yield encode_event({**completion, "object": "chat.completion.chunk", "choices": choices})
+    yield encode_event(completion_as_chunk(completion))
     yield DONE

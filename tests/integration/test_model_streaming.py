@@ -241,3 +241,51 @@ async def test_streamed_tool_call_arguments_add_up(client: Any) -> None:
 async def _drain(stream: Any) -> None:
     async for _ in stream:
         pass
+
+
+async def test_an_upstream_that_ignores_stream_is_relayed_with_its_tool_call(client: Any) -> None:
+    """Some OpenAI-compatible servers answer `stream: true` with the whole JSON completion: the
+    stream carries it (the tool call and token ids included), never an empty "completed" stream."""
+    tool = {"type": "function", "name": "lookup", "parameters": {"type": "object", "properties": {}}}
+    ask = {
+        "model": "m",
+        "input": "find it",
+        "tools": [tool],
+        "tool_choice": "required",
+        "max_output_tokens": 200,
+    }
+    with serve_over([StubVllm()], return_token_id_information=True) as url:
+        whole = await client(url).responses.create(**ask)
+    with serve_over([StubVllm(fault="stream_ignored")], return_token_id_information=True) as url:
+        async with client(url).responses.stream(**ask) as stream:
+            events = [event async for event in stream]
+            final = await stream.get_final_response()
+    (call,) = [item for item in final.output if item.type == "function_call"]
+    (expected,) = [item for item in whole.output if item.type == "function_call"]
+    assert (call.name, call.arguments) == (expected.name, expected.arguments)
+    assert [e.type for e in events][-1] == "response.completed"
+    assert (
+        final.output[-1].model_dump()["generation_token_ids"]
+        == whole.output[-1].model_dump()["generation_token_ids"]
+    )
+
+
+async def test_an_upstream_that_ignores_stream_on_the_chat_route_is_one_chunk(client: Any) -> None:
+    tool = {"type": "function", "function": {"name": "lookup", "parameters": {"type": "object"}}}
+    ask: dict[str, Any] = {
+        "model": "m",
+        "messages": [{"role": "user", "content": "find it"}],
+        "tools": [tool],
+        "tool_choice": "required",
+        "max_tokens": 200,
+    }
+    with serve_over([StubVllm(fault="stream_ignored")]) as url:
+        stream = await client(url).chat.completions.create(**ask, stream=True)
+        chunks = [chunk async for chunk in stream]
+        whole = await client(url).chat.completions.create(**ask)
+    (streamed_call,) = [
+        call for chunk in chunks for choice in chunk.choices for call in choice.delta.tool_calls or []
+    ]
+    (call,) = whole.choices[0].message.tool_calls or []
+    assert (streamed_call.index, streamed_call.function.name) == (0, call.function.name)
+    assert streamed_call.function.arguments == call.function.arguments
