@@ -24,10 +24,15 @@ from typing import Any
 
 from ng_cli.conversion.chunks import ChunkDelta
 
-__all__ = ["ResponseEvents", "ThinkSplitter"]
+__all__ = ["ResponseEvents", "ThinkSplitter", "terminal_event_type"]
 
 Event = dict[str, Any]
 _OPEN, _CLOSE = "<think>", "</think>"
+
+
+def terminal_event_type(status: Any) -> str:
+    """The event that ends a stream whose Response has `status`, as OpenAI names it."""
+    return {"completed": "response.completed", "failed": "response.failed"}.get(status, "response.incomplete")
 
 
 class ThinkSplitter:
@@ -245,7 +250,7 @@ class ResponseEvents:
         for each in self.items:
             events += self._done(each, matched.get(each.index))
         body = {**final, "id": self.response_id, "created_at": self.skeleton["created_at"], "output": output}
-        kind = "response.completed" if body.get("status") == "completed" else "response.incomplete"
+        kind = terminal_event_type(body.get("status"))
         events.append(self._event(kind, response=body))
         return events
 

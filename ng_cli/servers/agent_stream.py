@@ -20,6 +20,7 @@ import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any
 
+from ng_cli.conversion.response_events import terminal_event_type
 from ng_cli.errors import NgError, UpstreamHTTPError
 from ng_cli.servers.app import status_for
 from ng_cli.servers.http import HttpClient, Timeouts
@@ -64,10 +65,7 @@ class AgentEvents:
 
     def finish(self, response: dict[str, Any]) -> None:
         final = {**response, "id": self.response_id, "created_at": self.created_at}
-        kind = (
-            "response.completed" if final.get("status", "completed") == "completed" else "response.incomplete"
-        )
-        self.emit({"type": kind, "response": final})
+        self.emit({"type": terminal_event_type(final.get("status", "completed")), "response": final})
 
     async def relay_turn(
         self,

@@ -12,6 +12,7 @@ from ng_cli.conversion.response_events import ResponseEvents, ThinkSplitter
 from ng_cli.conversion.to_responses import response_envelope
 from ng_cli.errors import InvalidOutputError
 from ng_cli.protocol import ResponsesRequest
+from ng_cli.servers.agent_stream import AgentEvents
 
 
 def _chunk(delta: dict[str, Any], finish: str | None = None, **extra: Any) -> dict[str, Any]:
@@ -139,3 +140,23 @@ def test_vllms_parsed_reasoning_field_streams_as_reasoning() -> None:
         "response.output_text.delta": "42",
     }
     assert [item["type"] for item in events[-1]["response"]["output"]] == ["reasoning", "message"]
+
+
+@pytest.mark.parametrize(
+    ("status", "kind"),
+    [
+        ("completed", "response.completed"),
+        ("failed", "response.failed"),
+        ("incomplete", "response.incomplete"),
+        (None, "response.incomplete"),
+    ],
+)
+def test_a_stream_ends_with_the_event_its_status_names(status: str | None, kind: str) -> None:
+    """A failed Response ends its stream `response.failed` (an agent's stream said `incomplete`)."""
+    events = AgentEvents({"model": "m", "input": "x"})
+    events.finish({"status": status, "output": []})
+    assert events.queue.get_nowait()["type"] == kind
+    assert (
+        ResponseEvents({}, splits_think_tags=False).closing({"status": status, "output": []})[-1]["type"]
+        == kind
+    )
