@@ -37,9 +37,9 @@ REFERENCE_COUNTS = {Category.PURE: 41, Category.MODEL: 36, Category.PYPI: 18, Ca
 
 
 class ServerResult(BaseModel):
-    """One server's entry in the results file."""
+    """One server's entry in the results file (other keys the harness adds are ignored)."""
 
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+    model_config = ConfigDict(extra="ignore", allow_inf_nan=False)
 
     starts: bool
     rows: int
