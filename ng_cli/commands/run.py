@@ -27,6 +27,8 @@ Config keys this command reads:
   dry_run           true: print the plan (secrets masked) and exit
   ready_file        write the stack's URLs and pids as JSON there once all are ready
   ready_timeout_s   seconds to wait for every /health (default 60)
+  install_requirements  true: pip-install what the servers' requirements.txt name and is not
+                    installed yet (into this environment; conflicts are refused by name)
 Exit codes: 0 stopped by SIGTERM, 130 stopped by Ctrl-C, 1 a server died or never got ready,
 2 config error.
 Example:

@@ -23,6 +23,7 @@ from ng_cli.config.compose import ComposedConfig
 from ng_cli.config.secrets import mask
 from ng_cli.errors import ConfigError, LaunchError
 from ng_cli.launcher.check import check_instances, print_warnings
+from ng_cli.launcher.packages import ensure_requirements, install_option
 from ng_cli.launcher.plan import StackPlan, plan_stack
 from ng_cli.launcher.process import LineSink
 from ng_cli.launcher.ray_config import read_ray_config
@@ -45,6 +46,7 @@ RUN_OPTIONS = frozenset(
         "ready_timeout_s",
         "verbose",
         "ray",
+        "install_requirements",
     }
 )
 """The top-level keys ng_run reads besides the server instances (a typo of one is refused)."""
@@ -52,8 +54,17 @@ RUN_OPTIONS = frozenset(
 
 def launch(config: ComposedConfig, *, console: Console, sink: LineSink | None = None) -> int:
     """`ng_run`'s body: print the plan (`+dry_run=true`) or run the stack; returns the exit code."""
-    print_warnings(check_instances(config))  # what start-up would refuse is refused here
-    if config.get("dry_run") is True:
+    dry_run = config.get("dry_run") is True
+    warnings: list[str] = []
+    ensure_requirements(  # before the check: it imports every app.py, and so their packages
+        config,
+        install=install_option(config),
+        dry_run=dry_run,
+        say=lambda text: console.print(text, markup=False, highlight=False, soft_wrap=True),
+        warn=warnings.append,
+    )
+    print_warnings(warnings + check_instances(config))  # what start-up would refuse is refused here
+    if dry_run:
         plan = plan_stack(config, run_dir=Path(tempfile.gettempdir()) / "ng_run-dry-run")
         _print_engine_plan(plan, console)
         console.print(plan_table(plan))

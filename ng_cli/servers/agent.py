@@ -18,7 +18,7 @@ from fastapi.responses import Response
 from pydantic import BaseModel, ConfigDict, Field
 
 from ng_cli.config.schema import AgentServerConfig
-from ng_cli.errors import BadRequestError, InvalidOutputError, UpstreamError
+from ng_cli.errors import BadRequestError, InvalidOutputError, UpstreamError, UpstreamUnavailableError
 from ng_cli.servers.agent_stream import AgentEvents, open_agent_stream
 from ng_cli.servers.app import JSONResponse, event_stream, read_json_object
 from ng_cli.servers.base import BaseServer
@@ -118,6 +118,42 @@ class AgentServer(BaseServer[AC]):
                 return checked_response(answer, url)
             except UpstreamError as error:
                 if attempt == hop.max_attempts or events.sequence != relayed or not is_retryable(error):
+                    raise
+                await asyncio.sleep(hop.retry().delay_s(attempt))
+        raise AssertionError("HopConfig.max_attempts must be >= 1")
+
+    async def respond_once(
+        self, params: dict[str, Any], cookies: dict[str, str], hop: HopConfig, events: AgentEvents | None
+    ) -> dict[str, Any]:
+        """One model call for a Responses create body, its Response as it came (streamed to
+        `events` when the client asked for `stream: true`): the `/v1/responses` of agents whose
+        loop is not a tool loop (non_executing_simple_agent, gymnasium_agent, tool_simulation_agent)."""
+        body = {key: value for key, value in params.items() if key != "stream"}
+        if events is None:
+            return await self.call_model(body, cookies, hop)
+        return await self.stream_model(body, cookies, hop, events=events, offset=0)
+
+    async def post_environment(
+        self,
+        path: str,
+        payload: Any,
+        cookies: dict[str, str],
+        hop: HopConfig,
+        *,
+        set_cookies: dict[str, str] | None = None,
+    ) -> Any:
+        """POST to the resources server (`/<tool>`, `/step`, ...), retrying only a connection
+        that failed (refused, reset, or a pooled keep-alive connection the server had just
+        closed), never after a timeout or an error status: such a call may change the
+        environment's state and must not run twice."""
+        url = f"{self.resources_url}{path}"
+        for attempt in range(1, hop.max_attempts + 1):
+            try:
+                return await self.http.post_json(
+                    url, payload, cookies=cookies, timeouts=hop.timeouts(), set_cookies=set_cookies
+                )
+            except UpstreamUnavailableError:
+                if attempt == hop.max_attempts:
                     raise
                 await asyncio.sleep(hop.retry().delay_s(attempt))
         raise AssertionError("HopConfig.max_attempts must be >= 1")

@@ -39,7 +39,4 @@ class NonExecutingSimpleAgent(AgentServer[NonExecutingSimpleAgentConfig]):
     async def respond(
         self, params: dict[str, Any], *, cookies: dict[str, str], events: AgentEvents | None = None
     ) -> dict[str, Any]:
-        body = {key: value for key, value in params.items() if key != "stream"}
-        if events is None:
-            return await self.call_model(body, cookies, self.config.model_call)
-        return await self.stream_model(body, cookies, self.config.model_call, events=events, offset=0)
+        return await self.respond_once(params, cookies, self.config.model_call, events)

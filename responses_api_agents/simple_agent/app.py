@@ -25,7 +25,6 @@ turn's input exactly as they came.
 
 from __future__ import annotations
 
-import asyncio
 import re
 from typing import Any, ClassVar
 
@@ -33,24 +32,24 @@ import orjson
 from pydantic import Field
 
 from ng_cli.config.schema import AgentServerConfig
-from ng_cli.errors import (
-    BadRequestError,
-    InvalidOutputError,
-    UpstreamHTTPError,
-    UpstreamUnavailableError,
-)
+from ng_cli.errors import InvalidOutputError, UpstreamHTTPError
 from ng_cli.servers import AgentServer
 from ng_cli.servers.agent import HopConfig
 from ng_cli.servers.agent_stream import AgentEvents
+from ng_cli.servers.trajectory import add_usage, function_call_output, input_items
 
-__all__ = ["HopConfig", "SimpleAgent", "SimpleAgentConfig"]
+__all__ = [
+    "HopConfig",
+    "SimpleAgent",
+    "SimpleAgentConfig",
+    "add_usage",
+    "function_call_output",
+    "input_items",
+]
 
 _TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 _RESERVED_ROUTES = frozenset({"seed_session", "verify", "health"})
 """Routes of every resources server that a model must never reach by naming them as a tool."""
-
-_USAGE_COUNTS = ("input_tokens", "output_tokens", "total_tokens")
-_USAGE_DETAILS = {"input_tokens_details": "cached_tokens", "output_tokens_details": "reasoning_tokens"}
 
 
 class SimpleAgentConfig(AgentServerConfig):
@@ -116,33 +115,12 @@ class SimpleAgent(AgentServer[SimpleAgentConfig]):
         if problem is not None:
             return function_call_output(call_id, {"error": problem})
         try:
-            result = await self._post_tool(f"{self.resources_url}/{call['name']}", arguments, cookies)
+            result = await self.post_environment(
+                f"/{call['name']}", arguments, cookies, self.config.tool_call
+            )
         except UpstreamHTTPError as error:
             return function_call_output(call_id, {"error": tool_error_message(error)})
         return function_call_output(call_id, result)
-
-    async def _post_tool(self, url: str, arguments: dict[str, Any], cookies: dict[str, str]) -> Any:
-        """POST one tool call, retrying connection failures only (see `SimpleAgentConfig.tool_call`)."""
-        hop = self.config.tool_call
-        for attempt in range(1, hop.max_attempts + 1):
-            try:
-                return await self.http.post_json(url, arguments, cookies=cookies, timeouts=hop.timeouts())
-            except UpstreamUnavailableError:
-                if attempt == hop.max_attempts:
-                    raise
-                await asyncio.sleep(hop.retry().delay_s(attempt))
-        raise AssertionError("HopConfig.max_attempts must be >= 1")
-
-
-def input_items(value: Any) -> list[Any]:
-    """The request's `input` as an item list: a plain string is one user message."""
-    if isinstance(value, str):
-        return [{"type": "message", "role": "user", "content": value}]
-    if isinstance(value, list):
-        return list(value)
-    raise BadRequestError(
-        f"responses_create_params.input must be a string or a list of items, got {_short(value)}"
-    )
 
 
 def declared_tools(params: dict[str, Any]) -> frozenset[str]:
@@ -185,22 +163,6 @@ def tool_error_message(error: UpstreamHTTPError) -> str:
     except (orjson.JSONDecodeError, KeyError, TypeError):
         pass
     return f"the tool failed with HTTP {error.status}: {_short(error.body)}"
-
-
-def function_call_output(call_id: str, result: Any) -> dict[str, Any]:
-    """The item that hands a tool's result (a JSON string) back to the model."""
-    return {"type": "function_call_output", "call_id": call_id, "output": orjson.dumps(result).decode()}
-
-
-def add_usage(total: dict[str, Any] | None, usage: Any) -> dict[str, Any] | None:
-    """Sum of two Responses `usage` objects (token counts and their details)."""
-    if not isinstance(usage, dict):
-        return total
-    summed = {key: (total or {}).get(key, 0) + int(usage.get(key) or 0) for key in _USAGE_COUNTS}
-    for details, key in _USAGE_DETAILS.items():
-        before = ((total or {}).get(details) or {}).get(key, 0)
-        summed[details] = {key: before + int((usage.get(details) or {}).get(key) or 0)}
-    return summed
 
 
 def _short(value: Any, limit: int = 300) -> str:

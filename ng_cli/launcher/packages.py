@@ -1,0 +1,157 @@
+"""ng_run's packages step: every server's `requirements.txt` met before anything starts.
+
+    ng_run ... +install_requirements=true
+
+One environment for the whole stack, the one ng_run runs in: every server is a child of this
+interpreter (`python -m ng_cli.servers.child`) that imports our server framework in-process, so
+a server's packages must sit beside ours. A virtual environment per server (NeMo Gym's way) would
+need ng_cli and its dependencies installed into each, and building them is most of NeMo Gym's
+start-up time. The cost of sharing: two servers that need versions of a package that cannot both
+hold cannot run in one stack. That is found before pip runs and named (both servers, both lines,
+the package), as is a server that needs another version of a package ng_cli itself runs on:
+those are never changed under the stack.
+
+Without the option, an unmet requirement is a warning naming the server and its line. With it,
+met requirements need no pip and no network (read from the environment's own metadata); only the
+unmet ones are given to one pip run, with ng_cli's own dependencies pinned at their installed
+versions. `+dry_run=true` says what would be installed and installs nothing.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import sys
+import tempfile
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from packaging.requirements import Requirement
+
+from ng_cli.config.compose import ComposedConfig
+from ng_cli.config.paths import implementation_dir
+from ng_cli.errors import ConfigError, LaunchError
+from ng_cli.packages.environment import pip_install, probe
+from ng_cli.packages.requirements import REQUIREMENTS_FILE, ServerRequirement, read_requirements
+from ng_cli.packages.resolve import conflicts, is_satisfied, protected_requirements
+
+__all__ = [
+    "INSTALL_OPTION",
+    "RequirementsOutcome",
+    "ensure_requirements",
+    "install_option",
+    "requirement_files",
+]
+
+INSTALL_OPTION = "install_requirements"
+OWN_DISTRIBUTION = "ng_cli"
+
+
+@dataclass
+class RequirementsOutcome:
+    """What the step found and did."""
+
+    files: dict[str, Path] = field(default_factory=dict)
+    """Server instance -> its requirements.txt (one instance per folder)."""
+    required: list[ServerRequirement] = field(default_factory=list)
+    """Every line that counts (NeMo Gym's own skipped)."""
+    missing: list[ServerRequirement] = field(default_factory=list)
+    """Lines the environment did not meet before the step."""
+    installed: bool = False
+    """Whether pip ran (and succeeded)."""
+
+
+def install_option(config: ComposedConfig) -> bool:
+    """`install_requirements` (default false); anything but a boolean is a ConfigError."""
+    value = config.get(INSTALL_OPTION, False)
+    if not isinstance(value, bool):
+        where = config.sources.lookup(INSTALL_OPTION) or "command line"
+        raise ConfigError(
+            f"{where}  {INSTALL_OPTION}: expected true or false, got {value!r}",
+            hint="ng_run ... +install_requirements=true",
+        )
+    return value
+
+
+def requirement_files(config: ComposedConfig) -> dict[str, Path]:
+    """Instance -> the requirements.txt in its implementation folder, for those that have one."""
+    files: dict[str, Path] = {}
+    seen: set[Path] = set()
+    for name, instance in config.instances.items():
+        path = (
+            implementation_dir(instance.server_type, instance.implementation) / REQUIREMENTS_FILE
+        ).resolve()
+        if path.is_file() and path not in seen:
+            seen.add(path)
+            files[name] = path
+    return files
+
+
+def ensure_requirements(
+    config: ComposedConfig,
+    *,
+    install: bool,
+    dry_run: bool = False,
+    python: str = sys.executable,
+    say: Callable[[str], None] = print,
+    warn: Callable[[str], None] = print,
+    env: Mapping[str, str] | None = None,
+) -> RequirementsOutcome:
+    """The step itself (see the module's docstring); raises ConfigError for conflicts and
+    LaunchError when pip fails or leaves a requirement unmet."""
+    outcome = RequirementsOutcome(files=requirement_files(config))
+    for server, path in outcome.files.items():
+        outcome.required.extend(read_requirements(server, path))
+    if not outcome.required:
+        return outcome
+    installed = probe(python)
+    outcome.missing = [item for item in outcome.required if not is_satisfied(item, installed)]
+    if not install:
+        for item in outcome.missing:
+            warn(
+                f"{item.where}  server '{item.server}' needs '{item.line}', which is not installed "
+                f"here; ng_run +{INSTALL_OPTION}=true installs it"
+            )
+        return outcome
+    protected = protected_requirements(_own_requirements(), installed)
+    problems = conflicts(outcome.required, protected)
+    if problems:
+        raise ConfigError(
+            "the servers' requirements cannot be installed into one environment:\n"
+            + "\n".join(f"  {problem}" for problem in problems),
+            hint="nothing was installed or started; run the servers in separate stacks (each its own "
+            "environment), or align the versions",
+        )
+    if not outcome.missing:
+        say(f"requirements: all {len(outcome.required)} of {len(outcome.files)} server(s) already met")
+        return outcome
+    lines = list(dict.fromkeys(item.line for item in outcome.missing))
+    servers = list(dict.fromkeys(item.server for item in outcome.missing))
+    if dry_run:
+        say(f"requirements: would install for {', '.join(servers)}: {'; '.join(lines)}")
+        return outcome
+    pins = [f"{name}=={version}" for name, (_, version) in sorted(protected.items()) if version]
+    say(f"requirements: installing for {', '.join(servers)}: {'; '.join(lines)}")
+    with tempfile.TemporaryDirectory(prefix="ng_requirements-") as work:
+        pip_install(
+            python, pins + lines, work_dir=Path(work), on_line=lambda line: say(f"[pip] {line}"),
+            env=env, servers=servers,
+        )  # fmt: skip
+    outcome.installed = True
+    after = probe(python)
+    unmet = [item for item in outcome.missing if item.name is not None and not is_satisfied(item, after)]
+    if unmet:
+        raise LaunchError(
+            "pip finished, but these requirements are still not met:\n"
+            + "\n".join(f"  {item.describe()}" for item in unmet)
+        )
+    return outcome
+
+
+def _own_requirements() -> list[str]:
+    """ng_cli's own requirements (its extras' left out): the packages the stack runs on."""
+    try:
+        declared = importlib.metadata.requires(OWN_DISTRIBUTION) or []
+    except importlib.metadata.PackageNotFoundError:
+        return []
+    return [line for line in declared if "extra" not in str(Requirement(line).marker or "")]
