@@ -1,7 +1,9 @@
 """Generated tokens/s of an engine driven directly vs through the model server, same prompts, interleaved.
 
     direct   a raw aiohttp client -> the engine's /v1/chat/completions, with the exact chat body
-             the model server would send (built by the same conversion code)
+             the model server sends (built by the model server's own `VllmChat.responses_chat`
+             over the composed config: with `return_token_id_information: true` it asks for
+             token ids and logprobs exactly as the stack does; `--set KEY=YAML` reaches both)
     model    the same client -> local_vllm_model's /v1/responses -> the same engine
     stack    (--stack) ng_collect_rollouts -> simple_agent -> local_vllm_model -> the same engine,
              the same prompts as rows of the example environment (tokens/s as the collector
@@ -11,7 +13,11 @@ ng_run starts the stack from config (the engine through local_vllm_model, the pr
 by default the CPU engine of models/tiny-weather (responses_api_models/local_vllm_model/configs/
 tiny_weather_cpu.yaml); `--config FILE` names another local_vllm_model config (a GPU one).
 Every request generates exactly `--max-tokens` tokens (`ignore_eos`), so both paths do the same
-engine work. For each concurrency, rounds alternate the order of the two paths; the table gives
+engine work. `--rows FILE` takes the prompts (and tools) from an environment's rows instead, e.g.
+NeMo Gym's example rows, whose function tools carry `"strict": true`: the model server strips it
+(as NeMo Gym does), and the path `direct_strict` sends the same bodies with it kept (what the
+stack sent before the strip), so `direct_strict/direct` is the strip's gain on this engine.
+`--paths` picks the paths (default: direct, model, and stack with `--stack`). For each concurrency, rounds alternate the order of the two paths; the table gives
 tokens/s per path (median of rounds) and the ratio model/direct. Results: bench/results/
 engine_efficiency.json (or --out).
 
@@ -40,8 +46,7 @@ import yaml
 from rich.console import Console
 from rich.table import Table
 
-from ng_cli.conversion import to_chat_request
-from ng_cli.protocol.responses import ResponsesRequest
+from ng_cli.upstream.vllm import VllmChat, parse_request
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_CONFIG = "responses_api_models/local_vllm_model/configs/tiny_weather_cpu.yaml"
@@ -59,6 +64,43 @@ def _responses_body(index: int, max_tokens: int) -> dict[str, Any]:
         "max_output_tokens": max_tokens,
         "temperature": 1.0,
     }
+
+
+def _rows_bodies(path: Path, count: int, max_tokens: int) -> list[dict[str, Any]]:
+    """`count` Responses bodies cycled from an environment's rows (their prompts and tools as they are)."""
+    rows = [json.loads(line) for line in path.read_text().split("\n") if line.strip()]
+    if not rows:
+        sys.exit(f"{path}: no rows")
+    bodies = []
+    for index in range(count):
+        params = dict(rows[index % len(rows)]["responses_create_params"])
+        bodies.append({**params, "max_output_tokens": max_tokens, "temperature": 1.0})
+    return bodies
+
+
+def _with_strict(chat: dict[str, Any], responses: dict[str, Any]) -> dict[str, Any]:
+    """The chat body with each function tool's `strict` put back as the row had it (the control)."""
+    strict = {tool.get("name"): tool["strict"] for tool in responses.get("tools") or [] if "strict" in tool}
+    tools = [
+        {**tool, "function": {**tool["function"], "strict": strict[tool["function"]["name"]]}}
+        if tool.get("type") == "function" and tool["function"].get("name") in strict
+        else tool
+        for tool in chat.get("tools") or []
+    ]
+    return {**chat, "tools": tools} if tools else chat
+
+
+def _model_server_chat(config: Path) -> VllmChat:
+    """The model server's request builder over the composed config: `responses_chat` is the body
+    it sends the engine (token-id switches, extra_body, sampling overrides, tool fields)."""
+    from ng_cli.config.compose import compose_config
+    from ng_cli.engines.config import LocalVllmModelConfig
+
+    composed = compose_config([f"+config_paths=[{config}]"], cwd=ROOT)
+    block = dict(composed.get(f"{INSTANCE}.responses_api_models.local_vllm_model"))
+    block["base_url"] = "http://engine.invalid/v1"  # as ng_run hands it the engines; never called
+    # The builder reads only the config; the client and metrics are never touched by responses_chat.
+    return VllmChat(LocalVllmModelConfig.model_validate(block), client=None, metrics=None)  # type: ignore[arg-type]
 
 
 ENV_CONFIG = "resources_servers/example_single_tool_call/configs/example_single_tool_call.yaml"
@@ -175,6 +217,11 @@ def main() -> None:
     parser.add_argument("--set", action="append", default=[], metavar="KEY=YAML",
                         help="extra keys for the instance block, e.g. --set engine_ready_timeout_s=1800")  # fmt: skip
     parser.add_argument("--stack", action="store_true", help="also through the collector and agent")
+    parser.add_argument(
+        "--rows", type=Path, help="prompts and tools from these rows (e.g. an environment's example.jsonl)"
+    )
+    parser.add_argument("--paths", nargs="+", choices=("direct", "model", "stack", "direct_strict"),
+                        help="the paths to drive (default: direct model [stack])")  # fmt: skip
     parser.add_argument("--agent-workers", type=int, default=1, help="the agent's num_workers (with --stack)")
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args()
@@ -196,25 +243,35 @@ def main() -> None:
     try:
         engine = ready["engines"][0]
         model_url = next(s["url"] for s in ready["servers"] if s["name"] == INSTANCE)
-        served = _served_name(config)
+        builder = _model_server_chat(config)
         counts = {c: args.waves * c if args.waves else args.requests for c in args.concurrency}
-        responses = [_responses_body(i, args.max_tokens) for i in range(max(counts.values()))]
-        chats = [
-            to_chat_request(ResponsesRequest.model_validate(body), model=served, wants_token_ids=False,
-                            extra_body={"ignore_eos": True})
-            for body in responses
-        ]  # fmt: skip
+        total = max(counts.values())
+        responses = (
+            _rows_bodies(args.rows, total, args.max_tokens)
+            if args.rows
+            else [_responses_body(i, args.max_tokens) for i in range(total)]
+        )
+        chats = [builder.responses_chat(parse_request(body)) for body in responses]
         paths = {
             "direct": (f"{engine['url']}/chat/completions", chats, "completion_tokens"),
+            "direct_strict": (
+                f"{engine['url']}/chat/completions",
+                [_with_strict(chat, body) for chat, body in zip(chats, responses, strict=True)],
+                "completion_tokens",
+            ),
             "model": (f"{model_url}/v1/responses", responses, "output_tokens"),
         }
         rows = {c: work / f"rows-{c}.jsonl" for c in args.concurrency}
         for c, path in rows.items():
             path.write_text("".join(
-                json.dumps({"responses_create_params": body, "expected_city": CITIES[i % len(CITIES)]}) + "\n"
+                json.dumps({"responses_create_params": body, "expected_city": _city(body, i)}) + "\n"
                 for i, body in enumerate(responses[: counts[c]])
             ))  # fmt: skip
-        names = ["direct", "model", *(["stack"] if args.stack else [])]
+        names = args.paths or ["direct", "model", *(["stack"] if args.stack else [])]
+        if "direct" not in names:
+            names = ["direct", *names]  # every ratio is to it
+        if "stack" in names and not args.stack:
+            sys.exit("--paths stack needs --stack (the stack's agent and environment)")
         asyncio.run(_drive(paths["direct"][0], chats[:16], key=key, concurrency=8, usage="completion_tokens"))
         runs: list[dict[str, Any]] = []
         for round_index in range(args.rounds):
@@ -251,20 +308,17 @@ def main() -> None:
         except subprocess.TimeoutExpired:
             os.killpg(process.pid, signal.SIGKILL)
     summary = _summarise(runs, args.concurrency, names)
+    others = [name for name in names if name != "direct"]
     table = Table(title=f"engine efficiency ({engine['reported']}, {args.max_tokens} tokens/request)")
-    columns = ["concurrency", "direct tok/s", "model server tok/s", "model/direct"]
-    columns += ["stack tok/s", "stack/direct"] if args.stack else []
+    columns = ["concurrency", "direct tok/s"]
+    for name in others:
+        columns += [f"{name} tok/s", f"{name}/direct"]
     for column in [*columns, "failures"]:
         table.add_column(column, justify="right")
     for row in summary:
-        cells = [
-            str(row["concurrency"]),
-            f"{row['direct']:.0f}",
-            f"{row['model']:.0f}",
-            f"{row['ratio']:.3f}",
-        ]
-        if args.stack:
-            cells += [f"{row['stack']:.0f}", f"{row['stack_ratio']:.3f}"]
+        cells = [str(row["concurrency"]), f"{row['direct']:.0f}"]
+        for name in others:
+            cells += [f"{row[name]:.0f}", f"{row[_RATIO_KEYS.get(name, name + '_ratio')]:.3f}"]
         table.add_row(*cells, str(row["failures"]))
     console.print(table)
     args.out.parent.mkdir(parents=True, exist_ok=True)
@@ -272,10 +326,22 @@ def main() -> None:
         "config": args.config, "engine": engine, "engine_ready_s": ready["ready_s"].get(engine["name"]),
         "machine": {"platform": platform.platform(), "cpus": os.cpu_count()},
         "max_tokens": args.max_tokens, "requests": counts, "rounds": args.rounds,
-        "agent_workers": args.agent_workers if args.stack else None,
+        "agent_workers": args.agent_workers if args.stack else None, "paths": names,
+        "rows": str(args.rows) if args.rows else None, "set": extra,
+        "direct_body_example": chats[0],
         "summary": summary, "runs": runs,
     }, indent=2))  # fmt: skip
     console.print(f"wrote {args.out}")
+
+
+_RATIO_KEYS = {"model": "ratio"}
+"""The JSON key of path/direct (earlier records named model/direct `ratio`, stack/direct `stack_ratio`)."""
+
+
+def _city(body: dict[str, Any], index: int) -> str:
+    """The city a row asks about (the example environment's /verify knows only CITIES)."""
+    text = json.dumps(body.get("input"))
+    return next((city for city in CITIES if city in text), CITIES[index % len(CITIES)])
 
 
 def _summarise(
@@ -289,21 +355,14 @@ def _summarise(
         }
         row: dict[str, Any] = {"concurrency": concurrency}
         row |= {path: statistics.median(r["tokens_per_s"] for r in of[path]) for path in names}
-        for path, key in (("model", "ratio"), ("stack", "stack_ratio")):
-            if path in names:
-                row[key] = statistics.median(
+        for path in names:
+            if path != "direct":
+                row[_RATIO_KEYS.get(path, f"{path}_ratio")] = statistics.median(
                     r["tokens_per_s"] / d["tokens_per_s"] for r in of[path] for d in of["direct"] if d["round"] == r["round"]
                 )  # fmt: skip
         row["failures"] = sum(int(r["failures"]) for r in runs if r["concurrency"] == concurrency)
         rows.append(row)
     return rows
-
-
-def _served_name(config: Path) -> str:
-    from ng_cli.config.compose import compose_config
-
-    composed = compose_config([f"+config_paths=[{config}]"], cwd=ROOT)
-    return str(composed.get(f"{INSTANCE}.responses_api_models.local_vllm_model.model"))
 
 
 def _empty_env(work: Path) -> Path:
