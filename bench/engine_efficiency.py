@@ -261,6 +261,9 @@ def main() -> None:
     )
     parser.add_argument("--tool-rows", type=Path,
                         help="a second workload from these rows (tools with their strict flags): paths tools_*")  # fmt: skip
+    parser.add_argument(
+        "--tools-at", type=int, nargs="+", help="the tools_* paths only at these concurrencies"
+    )
     parser.add_argument("--paths", nargs="+", choices=[p + n for p in ("", TOOLS) for n in PATHS],
                         help="the paths to drive (default: direct model [stack])")  # fmt: skip
     parser.add_argument("--agent-workers", type=int, default=1, help="the agent's num_workers (with --stack)")
@@ -327,7 +330,12 @@ def main() -> None:
         runs: list[dict[str, Any]] = []
         for round_index in range(args.rounds):
             for concurrency in args.concurrency:
-                order = names if round_index % 2 == 0 else names[::-1]
+                here = [
+                    n
+                    for n in names
+                    if not n.startswith(TOOLS) or concurrency in (args.tools_at or [concurrency])
+                ]
+                order = here if round_index % 2 == 0 else here[::-1]
                 for path in order:
                     cpu_before, children_before = _cpu_seconds(process.pid), _children_cpu()
                     if path.endswith("stack"):
@@ -375,6 +383,9 @@ def main() -> None:
     for row in summary:
         cells = [str(row["concurrency"]), f"{row['direct']:.0f}"]
         for name in others:
+            if name not in row:
+                cells += ["-", "-"]
+                continue
             ratio = row.get(_RATIO_KEYS.get(name, name + "_ratio"), row[name] / row["direct"])
             cells += [f"{row[name]:.0f}", f"{ratio:.3f}"]
         table.add_row(*cells, str(row["failures"]))
@@ -420,9 +431,12 @@ def _summarise(
         of = {
             path: [r for r in runs if r["concurrency"] == concurrency and r["path"] == path] for path in names
         }
+        of = {
+            path: found for path, found in of.items() if found
+        }  # tools_* may run at some concurrencies only
         row: dict[str, Any] = {"concurrency": concurrency}
-        row |= {path: statistics.median(r["tokens_per_s"] for r in of[path]) for path in names}
-        for path in names:
+        row |= {path: statistics.median(r["tokens_per_s"] for r in of[path]) for path in of}
+        for path in of:
             base = _base(path)
             if path != base:
                 row[_RATIO_KEYS.get(path, f"{path}_ratio")] = statistics.median(

@@ -31,6 +31,9 @@
 #   bash bench/gpu_session.sh tp2                (the 8B shape at TP 2, direct, the same workload as eff28)
 #   bash bench/gpu_session.sh issue28            (ckptmoe, eff28, moe28, tp2 in that order: one background step)
 #
+# The device tool sends the checkout the session started in (the main checkout), not a helper's
+# worktree: carry a helper's changes as a patch in an ignored folder, apply it to a copy of the tree
+# on the device (`/tmp/ng-tree`, `patch -p1`) and run the steps from there with PYTHONPATH=/tmp/ng-tree.
 # A step longer than one device call (10 minutes; an 8B engine's first start alone takes ~4) runs
 # in the background and is polled by the calls after it, back to back (the machine is given back
 # after 30 s idle):
@@ -153,7 +156,7 @@ case "$step" in
             --set return_token_id_information=true)
     CUDA_VISIBLE_DEVICES=0 "$PY" bench/engine_efficiency.py "${common[@]}" \
       --tool-rows resources_servers/example_single_tool_call/data/example.jsonl \
-      --paths direct model stack tools_direct tools_direct_strict tools_stack \
+      --paths direct model stack tools_direct tools_direct_strict tools_stack --tools-at 256 \
       --out "$OUT/efficiency_8b_token_ids.json" > "$OUT/efficiency_8b_token_ids.txt" 2>&1 &
     first=$!
     # GPU 1, its own compile cache (two engines compiling into one cache at once is not safe).
@@ -166,7 +169,7 @@ case "$step" in
   moe28)
     for _ in $(seq 300); do [ -f /tmp/ng-ckpt/.moe-done ] && break; sleep 1; done
     moe=(--checkpoint-a /tmp/ng-ckpt/moeA --checkpoint-b /tmp/ng-ckpt/moeB)
-    "$PY" bench/moe_dp_ep.py --mode external_lb "${moe[@]}" --soak-s "${SOAK_S:-300}" \
+    "$PY" bench/moe_dp_ep.py --mode external_lb "${moe[@]}" --soak-s "${SOAK_S:-120}" \
       --output "$OUT/moe_dp2_ep2_external_lb.json" > "$OUT/moe_dp2_ep2_external_lb.txt" 2>&1 || true
     "$PY" bench/moe_dp_ep.py --mode internal_lb "${moe[@]}" --phases "${INTERNAL_PHASES:-ep,rollouts,update}" \
       --output "$OUT/moe_dp2_ep2_internal_lb.json" > "$OUT/moe_dp2_ep2_internal_lb.txt" 2>&1 || true
