@@ -16,7 +16,8 @@ The phases, in order, on that one stack:
   rows, failures, rewards, and which engine endpoints served (the model server's counters).
 * soak: `--soak-parallel` streamed chats kept on ONE rank's endpoint (external_lb: rank 0's own
   API server) for `--soak-s`, while the other rank gets only a short probe every `--probe-every-s`:
-  per window, rank 0's tokens/s and the longest gap between two chunks of any stream; failures;
+  per window, rank 0's streamed chunks/s (vLLM streams about one token a chunk; the record's
+  "tokens" count chunks) and the longest gap between two chunks of any stream; failures;
   the idle rank's probe latencies. (internal_lb has one endpoint for both ranks: the soak then
   loads the group, and no rank idles; the record says so.)
 * update: `--updates` idle weight updates A <-> B through the model server (`ng_update_weights`'s
