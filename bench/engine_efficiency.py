@@ -1,7 +1,9 @@
 """Generated tokens/s of an engine driven directly vs through the model server, same prompts, interleaved.
 
     direct   a raw aiohttp client -> the engine's /v1/chat/completions, with the exact chat body
-             the model server would send (built by the same conversion code)
+             the model server sends (built by the model server's own `VllmChat.responses_chat`
+             over the composed config: with `return_token_id_information: true` it asks for
+             token ids and logprobs exactly as the stack does; `--set KEY=YAML` reaches both)
     model    the same client -> local_vllm_model's /v1/responses -> the same engine
     stack    (--stack) ng_collect_rollouts -> simple_agent -> local_vllm_model -> the same engine,
              the same prompts as rows of the example environment (tokens/s as the collector
@@ -11,7 +13,11 @@ ng_run starts the stack from config (the engine through local_vllm_model, the pr
 by default the CPU engine of models/tiny-weather (responses_api_models/local_vllm_model/configs/
 tiny_weather_cpu.yaml); `--config FILE` names another local_vllm_model config (a GPU one).
 Every request generates exactly `--max-tokens` tokens (`ignore_eos`), so both paths do the same
-engine work. For each concurrency, rounds alternate the order of the two paths; the table gives
+engine work. `--rows FILE` takes the prompts (and tools) from an environment's rows instead, e.g.
+NeMo Gym's example rows, whose function tools carry `"strict": true`: the model server strips it
+(as NeMo Gym does), and the path `direct_strict` sends the same bodies with it kept (what the
+stack sent before the strip), so `direct_strict/direct` is the strip's gain on this engine.
+`--paths` picks the paths (default: direct, model, and stack with `--stack`). For each concurrency, rounds alternate the order of the two paths; the table gives
 tokens/s per path (median of rounds) and the ratio model/direct. Results: bench/results/
 engine_efficiency.json (or --out).
 
@@ -25,6 +31,7 @@ import asyncio
 import json
 import os
 import platform
+import resource
 import secrets
 import signal
 import statistics
@@ -40,8 +47,7 @@ import yaml
 from rich.console import Console
 from rich.table import Table
 
-from ng_cli.conversion import to_chat_request
-from ng_cli.protocol.responses import ResponsesRequest
+from ng_cli.upstream.vllm import VllmChat, parse_request
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_CONFIG = "responses_api_models/local_vllm_model/configs/tiny_weather_cpu.yaml"
@@ -60,6 +66,81 @@ def _responses_body(index: int, max_tokens: int) -> dict[str, Any]:
         "temperature": 1.0,
     }
 
+
+def _cpu_seconds(group: int) -> dict[str, float]:
+    """CPU seconds (user + system) of every live process in ng_run's process group, by command
+    line: around a run, where the stack's time goes (a server pinned at one core is the limit)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    seconds: dict[str, float] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            if int(fields[2]) != group:
+                continue
+            command = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except (OSError, ValueError, IndexError):
+            continue
+        name = f"{entry.name} {command.strip()[-90:]}"
+        seconds[name] = (int(fields[11]) + int(fields[12])) / tick
+    return seconds
+
+
+def _children_cpu() -> float:
+    """CPU seconds of this process's finished children (the collector runs)."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def _cores_used(before: dict[str, float], after: dict[str, float], elapsed: float) -> dict[str, float]:
+    """Cores each process used over `elapsed` (the busiest first; idle ones left out)."""
+    used = {name: (after[name] - before.get(name, 0.0)) / elapsed for name in after}
+    return {
+        name: round(value, 2) for name, value in sorted(used.items(), key=lambda kv: -kv[1]) if value >= 0.05
+    }
+
+
+def _rows_bodies(path: Path, count: int, max_tokens: int) -> list[dict[str, Any]]:
+    """`count` Responses bodies cycled from an environment's rows (their prompts and tools as they are)."""
+    rows = [json.loads(line) for line in path.read_text().split("\n") if line.strip()]
+    if not rows:
+        sys.exit(f"{path}: no rows")
+    bodies = []
+    for index in range(count):
+        params = dict(rows[index % len(rows)]["responses_create_params"])
+        bodies.append({**params, "max_output_tokens": max_tokens, "temperature": 1.0})
+    return bodies
+
+
+def _with_strict(chat: dict[str, Any], responses: dict[str, Any]) -> dict[str, Any]:
+    """The chat body with each function tool's `strict` put back as the row had it (the control)."""
+    strict = {tool.get("name"): tool["strict"] for tool in responses.get("tools") or [] if "strict" in tool}
+    tools = [
+        {**tool, "function": {**tool["function"], "strict": strict[tool["function"]["name"]]}}
+        if tool.get("type") == "function" and tool["function"].get("name") in strict
+        else tool
+        for tool in chat.get("tools") or []
+    ]
+    return {**chat, "tools": tools} if tools else chat
+
+
+def _model_server_chat(config: Path) -> VllmChat:
+    """The model server's request builder over the composed config: `responses_chat` is the body
+    it sends the engine (token-id switches, extra_body, sampling overrides, tool fields)."""
+    from ng_cli.config.compose import compose_config
+    from ng_cli.engines.config import LocalVllmModelConfig
+
+    composed = compose_config([f"+config_paths=[{config}]"], cwd=ROOT)
+    block = dict(composed.get(f"{INSTANCE}.responses_api_models.local_vllm_model"))
+    block["base_url"] = "http://engine.invalid/v1"  # as ng_run hands it the engines; never called
+    # The builder reads only the config; the client and metrics are never touched by responses_chat.
+    return VllmChat(LocalVllmModelConfig.model_validate(block), client=None, metrics=None)  # type: ignore[arg-type]
+
+
+PATHS = ("direct", "direct_strict", "model", "stack")
+TOOLS = "tools_"
+"""Prefix of the paths over `--tool-rows` (their ratios are to tools_direct)."""
 
 ENV_CONFIG = "resources_servers/example_single_tool_call/configs/example_single_tool_call.yaml"
 AGENT = "example_single_tool_call_simple_agent"
@@ -124,7 +205,7 @@ def _collect(
     rows: Path, *, head_url: str, concurrency: int, work: Path, env: dict[str, str]
 ) -> dict[str, float]:
     """One ng_collect_rollouts run over `rows`; tokens/s as the collector measured it."""
-    output = work / f"stack-{concurrency}.jsonl"
+    output = work / f"stack-{rows.stem}.jsonl"
     command = [
         str(NG_RUN.with_name("ng_collect_rollouts")), f"+agent_name={AGENT}", f"+input_jsonl_fpath={rows}",
         f"+output_jsonl_fpath={output}", f"+num_samples_in_parallel={concurrency}",
@@ -175,6 +256,16 @@ def main() -> None:
     parser.add_argument("--set", action="append", default=[], metavar="KEY=YAML",
                         help="extra keys for the instance block, e.g. --set engine_ready_timeout_s=1800")  # fmt: skip
     parser.add_argument("--stack", action="store_true", help="also through the collector and agent")
+    parser.add_argument(
+        "--rows", type=Path, help="prompts and tools from these rows (e.g. an environment's example.jsonl)"
+    )
+    parser.add_argument("--tool-rows", type=Path,
+                        help="a second workload from these rows (tools with their strict flags): paths tools_*")  # fmt: skip
+    parser.add_argument(
+        "--tools-at", type=int, nargs="+", help="the tools_* paths only at these concurrencies"
+    )
+    parser.add_argument("--paths", nargs="+", choices=[p + n for p in ("", TOOLS) for n in PATHS],
+                        help="the paths to drive (default: direct model [stack])")  # fmt: skip
     parser.add_argument("--agent-workers", type=int, default=1, help="the agent's num_workers (with --stack)")
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args()
@@ -196,34 +287,60 @@ def main() -> None:
     try:
         engine = ready["engines"][0]
         model_url = next(s["url"] for s in ready["servers"] if s["name"] == INSTANCE)
-        served = _served_name(config)
+        builder = _model_server_chat(config)
         counts = {c: args.waves * c if args.waves else args.requests for c in args.concurrency}
-        responses = [_responses_body(i, args.max_tokens) for i in range(max(counts.values()))]
-        chats = [
-            to_chat_request(ResponsesRequest.model_validate(body), model=served, wants_token_ids=False,
-                            extra_body={"ignore_eos": True})
-            for body in responses
-        ]  # fmt: skip
-        paths = {
-            "direct": (f"{engine['url']}/chat/completions", chats, "completion_tokens"),
-            "model": (f"{model_url}/v1/responses", responses, "output_tokens"),
+        total = max(counts.values())
+        workloads = {
+            "": _rows_bodies(args.rows, total, args.max_tokens)
+            if args.rows
+            else [_responses_body(i, args.max_tokens) for i in range(total)]
         }
-        rows = {c: work / f"rows-{c}.jsonl" for c in args.concurrency}
-        for c, path in rows.items():
-            path.write_text("".join(
-                json.dumps({"responses_create_params": body, "expected_city": CITIES[i % len(CITIES)]}) + "\n"
-                for i, body in enumerate(responses[: counts[c]])
-            ))  # fmt: skip
-        names = ["direct", "model", *(["stack"] if args.stack else [])]
+        if args.tool_rows:
+            workloads[TOOLS] = _rows_bodies(args.tool_rows, total, args.max_tokens)
+        paths: dict[str, tuple[str, list[dict[str, Any]], str]] = {}
+        rows: dict[tuple[str, int], Path] = {}
+        for prefix, responses in workloads.items():
+            chats = [builder.responses_chat(parse_request(body)) for body in responses]
+            strict = [_with_strict(chat, body) for chat, body in zip(chats, responses, strict=True)]
+            paths[f"{prefix}direct"] = (f"{engine['url']}/chat/completions", chats, "completion_tokens")
+            paths[f"{prefix}direct_strict"] = (
+                f"{engine['url']}/chat/completions",
+                strict,
+                "completion_tokens",
+            )
+            paths[f"{prefix}model"] = (f"{model_url}/v1/responses", responses, "output_tokens")
+            for c in args.concurrency:
+                rows[prefix, c] = work / f"rows-{prefix}{c}.jsonl"
+                rows[prefix, c].write_text("".join(
+                    json.dumps({"responses_create_params": body, "expected_city": _city(body, i)}) + "\n"
+                    for i, body in enumerate(responses[: counts[c]])
+                ))  # fmt: skip
+        names = args.paths or ["direct", "model", *(["stack"] if args.stack else [])]
+        if "direct" not in names:
+            names = ["direct", *names]
+        for prefix in workloads:
+            if any(n.startswith(prefix) for n in names) and f"{prefix}direct" not in names:
+                names = [f"{prefix}direct", *names]  # every ratio is to its workload's direct
+        if any(n.endswith("stack") for n in names) and not args.stack:
+            sys.exit("--paths stack needs --stack (the stack's agent and environment)")
+        if any(n.startswith(TOOLS) for n in names) and not args.tool_rows:
+            sys.exit("--paths tools_* needs --tool-rows")
+        chats = paths["direct"][1]
         asyncio.run(_drive(paths["direct"][0], chats[:16], key=key, concurrency=8, usage="completion_tokens"))
         runs: list[dict[str, Any]] = []
         for round_index in range(args.rounds):
             for concurrency in args.concurrency:
-                order = names if round_index % 2 == 0 else names[::-1]
+                here = [
+                    n
+                    for n in names
+                    if not n.startswith(TOOLS) or concurrency in (args.tools_at or [concurrency])
+                ]
+                order = here if round_index % 2 == 0 else here[::-1]
                 for path in order:
-                    if path == "stack":
+                    cpu_before, children_before = _cpu_seconds(process.pid), _children_cpu()
+                    if path.endswith("stack"):
                         result = _collect(
-                            rows[concurrency],
+                            rows[path.removesuffix("stack"), concurrency],
                             head_url=ready["head_url"],
                             concurrency=concurrency,
                             work=work,
@@ -240,6 +357,11 @@ def main() -> None:
                                 usage=usage,
                             )
                         )
+                    result["cores"] = _cores_used(cpu_before, _cpu_seconds(process.pid), result["seconds"])
+                    if path.endswith("stack"):
+                        result["cores"]["ng_collect_rollouts"] = round(
+                            (_children_cpu() - children_before) / result["seconds"], 2
+                        )
                     runs.append({"round": round_index, "concurrency": concurrency, "path": path, **result})
                     console.print(
                         f"round {round_index} c={concurrency} {path}: {result['tokens_per_s']:.0f} tok/s"
@@ -251,20 +373,21 @@ def main() -> None:
         except subprocess.TimeoutExpired:
             os.killpg(process.pid, signal.SIGKILL)
     summary = _summarise(runs, args.concurrency, names)
+    others = [name for name in names if name != "direct"]  # tools_direct: its ratio to direct
     table = Table(title=f"engine efficiency ({engine['reported']}, {args.max_tokens} tokens/request)")
-    columns = ["concurrency", "direct tok/s", "model server tok/s", "model/direct"]
-    columns += ["stack tok/s", "stack/direct"] if args.stack else []
+    columns = ["concurrency", "direct tok/s"]
+    for name in others:
+        columns += [f"{name} tok/s", f"{name}/{_base(name) if name != _base(name) else 'direct'}"]
     for column in [*columns, "failures"]:
         table.add_column(column, justify="right")
     for row in summary:
-        cells = [
-            str(row["concurrency"]),
-            f"{row['direct']:.0f}",
-            f"{row['model']:.0f}",
-            f"{row['ratio']:.3f}",
-        ]
-        if args.stack:
-            cells += [f"{row['stack']:.0f}", f"{row['stack_ratio']:.3f}"]
+        cells = [str(row["concurrency"]), f"{row['direct']:.0f}"]
+        for name in others:
+            if name not in row:
+                cells += ["-", "-"]
+                continue
+            ratio = row.get(_RATIO_KEYS.get(name, name + "_ratio"), row[name] / row["direct"])
+            cells += [f"{row[name]:.0f}", f"{ratio:.3f}"]
         table.add_row(*cells, str(row["failures"]))
     console.print(table)
     args.out.parent.mkdir(parents=True, exist_ok=True)
@@ -272,10 +395,31 @@ def main() -> None:
         "config": args.config, "engine": engine, "engine_ready_s": ready["ready_s"].get(engine["name"]),
         "machine": {"platform": platform.platform(), "cpus": os.cpu_count()},
         "max_tokens": args.max_tokens, "requests": counts, "rounds": args.rounds,
-        "agent_workers": args.agent_workers if args.stack else None,
+        "agent_workers": args.agent_workers if args.stack else None, "paths": names,
+        "rows": str(args.rows) if args.rows else None, "set": extra,
+        "tool_rows": str(args.tool_rows) if args.tool_rows else None,
+        "direct_body_example": chats[0],
         "summary": summary, "runs": runs,
     }, indent=2))  # fmt: skip
+    log = work / "ng_run.log"
+    if log.is_file():  # the engine's own lines (throughput, preemption), beside the record
+        args.out.with_suffix(".ng_run.log").write_text(log.read_text(errors="replace")[-4_000_000:])
     console.print(f"wrote {args.out}")
+
+
+_RATIO_KEYS = {"model": "ratio"}
+"""The JSON key of path/direct (earlier records named model/direct `ratio`, stack/direct `stack_ratio`)."""
+
+
+def _base(path: str) -> str:
+    """The direct path a path is compared with (its workload's)."""
+    return f"{TOOLS}direct" if path.startswith(TOOLS) else "direct"
+
+
+def _city(body: dict[str, Any], index: int) -> str:
+    """The city a row asks about (the example environment's /verify knows only CITIES)."""
+    text = json.dumps(body.get("input"))
+    return next((city for city in CITIES if city in text), CITIES[index % len(CITIES)])
 
 
 def _summarise(
@@ -287,23 +431,20 @@ def _summarise(
         of = {
             path: [r for r in runs if r["concurrency"] == concurrency and r["path"] == path] for path in names
         }
+        of = {
+            path: found for path, found in of.items() if found
+        }  # tools_* may run at some concurrencies only
         row: dict[str, Any] = {"concurrency": concurrency}
-        row |= {path: statistics.median(r["tokens_per_s"] for r in of[path]) for path in names}
-        for path, key in (("model", "ratio"), ("stack", "stack_ratio")):
-            if path in names:
-                row[key] = statistics.median(
-                    r["tokens_per_s"] / d["tokens_per_s"] for r in of[path] for d in of["direct"] if d["round"] == r["round"]
+        row |= {path: statistics.median(r["tokens_per_s"] for r in of[path]) for path in of}
+        for path in of:
+            base = _base(path)
+            if path != base:
+                row[_RATIO_KEYS.get(path, f"{path}_ratio")] = statistics.median(
+                    r["tokens_per_s"] / d["tokens_per_s"] for r in of[path] for d in of[base] if d["round"] == r["round"]
                 )  # fmt: skip
         row["failures"] = sum(int(r["failures"]) for r in runs if r["concurrency"] == concurrency)
         rows.append(row)
     return rows
-
-
-def _served_name(config: Path) -> str:
-    from ng_cli.config.compose import compose_config
-
-    composed = compose_config([f"+config_paths=[{config}]"], cwd=ROOT)
-    return str(composed.get(f"{INSTANCE}.responses_api_models.local_vllm_model.model"))
 
 
 def _empty_env(work: Path) -> Path:

@@ -20,7 +20,20 @@
 #   bash bench/gpu_session.sh weights8b          (weight updates at real size: bench/weight_update_8b.py over A and B
 #                                                 with gpu_dense_8b_weights.yaml, then warm and cold with fastsafetensors)
 #   bash bench/gpu_session.sh loaders8b          (the same warm updates with vLLM's multi-thread loader)
+# Issue 28's rest, on two GPUs (nvidia-h100-x2):
+#   bash bench/gpu_session.sh ckptmoe            (the tiny Qwen3-MoE of moe_dp2_ep2.yaml, and two random real
+#                                                 checkpoints of it, moeA and moeB, under /tmp/ng-ckpt)
+#   bash bench/gpu_session.sh eff28              (efficiency in the training configuration, 8B shape, CUDA graphs:
+#                                                 token ids + logprobs on GPU 0 (with NeMo Gym's tool rows, strict
+#                                                 stripped vs kept) and token ids alone on GPU 1, at once)
+#   bash bench/gpu_session.sh moe28              (moe_dp2_ep2.yaml through ng_run: external LB (EP, rollouts, soak
+#                                                 of one rank, updates idle and under load), then internal LB)
+#   bash bench/gpu_session.sh tp2                (the 8B shape at TP 2, direct, the same workload as eff28)
+#   bash bench/gpu_session.sh issue28            (ckptmoe, eff28, moe28, tp2 in that order: one background step)
 #
+# The device tool sends the checkout the session started in (the main checkout), not a helper's
+# worktree: carry a helper's changes as a patch in an ignored folder, apply it to a copy of the tree
+# on the device (`/tmp/ng-tree`, `patch -p1`) and run the steps from there with PYTHONPATH=/tmp/ng-tree.
 # A step longer than one device call (10 minutes; an 8B engine's first start alone takes ~4) runs
 # in the background and is polled by the calls after it, back to back (the machine is given back
 # after 30 s idle):
@@ -36,7 +49,7 @@ STAGE=/tmp/ng-wh
 PY="$VENV/bin/python"
 export NG_VLLM_VENV="$VENV" PYTHONUNBUFFERED=1 NG_GPU_RESULTS="$OUT"
 
-step="${1:?usage: gpu_session.sh stage|install|quickstart|replicas|dense8b|ckpt8b|weights8b|loaders8b|bg|poll [args]}"
+step="${1:?usage: gpu_session.sh stage|install|quickstart|replicas|dense8b|ckpt8b|weights8b|loaders8b|ckptmoe|eff28|moe28|tp2|issue28|bg|poll [args]}"
 case "$step" in
   stage)
     bash scripts/build_vllm_env.sh --wheelhouse "${2:?part folder}" --stage "$STAGE" --stage-only
@@ -123,6 +136,56 @@ case "$step" in
       --checkpoint-a /tmp/ng-ckpt/A --checkpoint-b /tmp/ng-ckpt/B --updates 5 --phases warm --label "multi-thread loader" \
       --override "++$engine.vllm_serve_kwargs.model_loader_extra_config={enable_multithread_load:true,num_threads:8}" \
       --output "$OUT/weight_update_8b_multithread.json" 2>&1 | tee "$OUT/weight_update_8b_multithread.txt" || true
+    ;;
+  ckptmoe)
+    CKPY="$PY"; [ -x "$CKPY" ] || CKPY=python3
+    mkdir -p /tmp/ng-models /tmp/ng-ckpt
+    "$CKPY" ng_cli/engines/tiny_model.py --experts 16 --out /tmp/ng-models/tiny-moe > /dev/null
+    rm -f "$OUT/moe_checkpoints.jsonl"
+    for spec in moeA:1 moeB:2; do  # several files each (0.5 MB shards), as a real checkpoint has
+      "$CKPY" bench/make_random_checkpoint.py --config-dir /tmp/ng-models/tiny-moe --out "/tmp/ng-ckpt/${spec%%:*}" \
+        --seed "${spec##*:}" --shard-gb 0.0005 --report "$OUT/moe_checkpoints.jsonl"
+    done
+    touch /tmp/ng-ckpt/.moe-done
+    ;;
+  eff28)
+    mkdir -p /tmp/ng-models
+    "$PY" ng_cli/engines/tiny_model.py --arch llama3-8b --out /tmp/ng-models/llama3-8b-shape > /dev/null
+    common=(--config responses_api_models/local_vllm_model/configs/gpu_dense_8b_dummy.yaml --stack
+            --concurrency 256 1024 --waves "${WAVES:-2}" --rounds "${ROUNDS:-3}" --max-tokens 128 --agent-workers 4
+            --set return_token_id_information=true)
+    CUDA_VISIBLE_DEVICES=0 "$PY" bench/engine_efficiency.py "${common[@]}" \
+      --tool-rows resources_servers/example_single_tool_call/data/example.jsonl \
+      --paths direct model stack tools_direct tools_direct_strict tools_stack --tools-at 256 \
+      --out "$OUT/efficiency_8b_token_ids.json" > "$OUT/efficiency_8b_token_ids.txt" 2>&1 &
+    first=$!
+    # GPU 1, its own compile cache (two engines compiling into one cache at once is not safe).
+    CUDA_VISIBLE_DEVICES=1 VLLM_CACHE_ROOT=/tmp/vllm-cache-gpu1 "$PY" bench/engine_efficiency.py "${common[@]}" \
+      --set return_generation_log_probs=false --paths direct stack \
+      --out "$OUT/efficiency_8b_token_ids_no_logprobs.json" > "$OUT/efficiency_8b_token_ids_no_logprobs.txt" 2>&1 || true
+    wait "$first" || true
+    tail -n 14 "$OUT/efficiency_8b_token_ids.txt" "$OUT/efficiency_8b_token_ids_no_logprobs.txt"
+    ;;
+  moe28)
+    for _ in $(seq 300); do [ -f /tmp/ng-ckpt/.moe-done ] && break; sleep 1; done
+    moe=(--checkpoint-a /tmp/ng-ckpt/moeA --checkpoint-b /tmp/ng-ckpt/moeB)
+    "$PY" bench/moe_dp_ep.py --mode external_lb "${moe[@]}" --soak-s "${SOAK_S:-120}" \
+      --output "$OUT/moe_dp2_ep2_external_lb.json" > "$OUT/moe_dp2_ep2_external_lb.txt" 2>&1 || true
+    "$PY" bench/moe_dp_ep.py --mode internal_lb "${moe[@]}" --phases "${INTERNAL_PHASES:-ep,rollouts,update}" \
+      --output "$OUT/moe_dp2_ep2_internal_lb.json" > "$OUT/moe_dp2_ep2_internal_lb.txt" 2>&1 || true
+    tail -n 5 "$OUT"/moe_dp2_ep2_*.txt
+    ;;
+  tp2)
+    "$PY" ng_cli/engines/tiny_model.py --arch llama3-8b --out /tmp/ng-models/llama3-8b-shape > /dev/null
+    "$PY" bench/engine_efficiency.py --config responses_api_models/local_vllm_model/configs/gpu_dense_8b_dummy.yaml \
+      --set num_gpus=2 --set "vllm_serve_kwargs={tensor_parallel_size: 2}" --set return_token_id_information=true \
+      --paths direct --concurrency 256 1024 --waves "${WAVES:-2}" --rounds 2 --max-tokens 128 \
+      --out "$OUT/efficiency_8b_tp2.json" 2>&1 | tail -n 12 | tee "$OUT/efficiency_8b_tp2.txt"
+    ;;
+  issue28)
+    for part in ckptmoe eff28 moe28 tp2; do
+      echo "== $part $(date +%T)"; bash bench/gpu_session.sh "$part" || echo "$part failed: $?"
+    done
     ;;
   bg)
     # setsid: the step outlives the device call that starts it (while the machine stays warm).

@@ -1,4 +1,4 @@
-"""Write a real safetensors checkpoint of random values for a Llama-shaped config directory.
+"""Write a real safetensors checkpoint of random values for a Llama- or Qwen3-MoE-shaped config directory.
 
     python bench/make_random_checkpoint.py --config-dir /tmp/ng-models/llama3-8b-shape \
         --out /tmp/ng-ckpt/A --seed 1 [--shard-gb 4] [--std 0.02]
@@ -11,6 +11,10 @@ bf16, drawn on the GPU from N(0, std) (the RMSNorm weights from 1 + N(0, std), a
 model's are near 1), sharded like a Hugging Face checkpoint (`model-0000i-of-0000n.safetensors`
 of about `--shard-gb` GB each, plus `model.safetensors.index.json`). The config, tokenizer and
 generation config are copied beside, so the directory is also a model vLLM can boot from.
+A Qwen3-MoE config (`tiny_model.py --experts 16`, the shape of moe_dp2_ep2.yaml) gets the tensors
+of transformers' `Qwen3MoeForCausalLM` (per-expert gate/up/down projections, the router
+`mlp.gate`, q/k norms), in the config's dtype, so an expert-parallel engine's reload reads each
+rank's own experts from real files.
 Two seeds give two checkpoints of the same shapes and different values (A and B of
 `bench/weight_update_8b.py`). Every file is read back with `safetensors.safe_open`: names,
 shapes, dtype, and one tensor's values.
@@ -66,6 +70,61 @@ def llama_shapes(config: dict) -> list[tuple[str, tuple[int, ...]]]:
     return shapes
 
 
+def qwen3_moe_shapes(config: dict) -> list[tuple[str, tuple[int, ...]]]:
+    """(name, shape) of every tensor of Qwen3MoeForCausalLM's state dict (every layer sparse)."""
+    hidden = int(config["hidden_size"])
+    heads = int(config["num_attention_heads"])
+    kv_heads = int(config.get("num_key_value_heads") or heads)
+    head_dim = int(config.get("head_dim") or hidden // heads)
+    vocab = int(config["vocab_size"])
+    experts = int(config.get("num_experts") or config["num_local_experts"])
+    inter = int(config["moe_intermediate_size"])
+    if config.get("mlp_only_layers") or int(config.get("decoder_sparse_step", 1)) != 1:
+        raise SystemExit("only Qwen3-MoE configs with every layer sparse are supported")
+    shapes: list[tuple[str, tuple[int, ...]]] = [("model.embed_tokens.weight", (vocab, hidden))]
+    for i in range(int(config["num_hidden_layers"])):
+        p = f"model.layers.{i}."
+        shapes += [
+            (p + "input_layernorm.weight", (hidden,)),
+            (p + "self_attn.q_proj.weight", (heads * head_dim, hidden)),
+            (p + "self_attn.k_proj.weight", (kv_heads * head_dim, hidden)),
+            (p + "self_attn.v_proj.weight", (kv_heads * head_dim, hidden)),
+            (p + "self_attn.o_proj.weight", (hidden, heads * head_dim)),
+            (p + "self_attn.q_norm.weight", (head_dim,)),
+            (p + "self_attn.k_norm.weight", (head_dim,)),
+            (p + "post_attention_layernorm.weight", (hidden,)),
+            (p + "mlp.gate.weight", (experts, hidden)),
+        ]
+        for e in range(experts):
+            shapes += [
+                (p + f"mlp.experts.{e}.gate_proj.weight", (inter, hidden)),
+                (p + f"mlp.experts.{e}.up_proj.weight", (inter, hidden)),
+                (p + f"mlp.experts.{e}.down_proj.weight", (hidden, inter)),
+            ]
+    shapes.append(("model.norm.weight", (hidden,)))
+    if not config.get("tie_word_embeddings", False):
+        shapes.append(("lm_head.weight", (vocab, hidden)))
+    return shapes
+
+
+SHAPES = {"llama": llama_shapes, "qwen3_moe": qwen3_moe_shapes}
+DTYPES = {"float32": ("float32", "F32", 4), "bfloat16": ("bfloat16", "BF16", 2)}
+
+
+def shapes_of(config: dict, where: Path) -> list[tuple[str, tuple[int, ...]]]:
+    kind = config.get("model_type")
+    if kind not in SHAPES:
+        raise SystemExit(f"{where}: model_type {kind!r}, expected one of {sorted(SHAPES)}")
+    return SHAPES[kind](config)
+
+
+def dtype_of(config: dict) -> tuple[str, str, int]:
+    """(torch name, safetensors name, bytes) of the config's dtype; bf16 unless it says float32."""
+    return DTYPES[
+        "float32" if (config.get("dtype") or config.get("torch_dtype")) == "float32" else "bfloat16"
+    ]
+
+
 def numel(shape: tuple[int, ...]) -> int:
     count = 1
     for size in shape:
@@ -74,12 +133,12 @@ def numel(shape: tuple[int, ...]) -> int:
 
 
 def shard_plan(
-    shapes: list[tuple[str, tuple[int, ...]]], shard_bytes: int
+    shapes: list[tuple[str, tuple[int, ...]]], shard_bytes: int, item_bytes: int = 2
 ) -> list[list[tuple[str, tuple[int, ...]]]]:
     shards: list[list[tuple[str, tuple[int, ...]]]] = [[]]
     size = 0
     for name, shape in shapes:
-        nbytes = numel(shape) * 2
+        nbytes = numel(shape) * item_bytes
         if shards[-1] and size + nbytes > shard_bytes:
             shards.append([])
             size = 0
@@ -93,11 +152,11 @@ def write(config_dir: Path, out: Path, *, seed: int, std: float, shard_gb: float
     from safetensors.torch import save_file
 
     config = json.loads((config_dir / "config.json").read_text())
-    if config.get("model_type") != "llama":
-        raise SystemExit(f"{config_dir}: model_type {config.get('model_type')!r}, expected llama")
+    shapes = shapes_of(config, config_dir)
+    dtype_name, _, item_bytes = dtype_of(config)
+    dtype = getattr(torch, dtype_name)
     device = "cuda" if torch.cuda.is_available() else "cpu"
-    shapes = llama_shapes(config)
-    shards = shard_plan(shapes, int(shard_gb * 1e9))
+    shards = shard_plan(shapes, int(shard_gb * 1e9), item_bytes)
     out.mkdir(parents=True, exist_ok=True)
     for old in out.glob("*.safetensors"):
         old.unlink()
@@ -116,7 +175,7 @@ def write(config_dir: Path, out: Path, *, seed: int, std: float, shard_gb: float
             values = torch.randn(shape, generator=generator, device=device, dtype=torch.float32).mul_(std)
             if name.endswith("norm.weight"):
                 values.add_(1.0)
-            on_device[name] = values.to(torch.bfloat16)
+            on_device[name] = values.to(dtype)
             del values
         if device == "cuda":
             torch.cuda.synchronize()
@@ -144,6 +203,8 @@ def write(config_dir: Path, out: Path, *, seed: int, std: float, shard_gb: float
         "out": str(out),
         "seed": seed,
         "std": std,
+        "model_type": config.get("model_type"),
+        "dtype": dtype_name,
         "device": device,
         "tensors": len(shapes),
         "parameters": sum(numel(shape) for _, shape in shapes),
@@ -159,15 +220,17 @@ def check(config_dir: Path, out: Path, *, std: float) -> dict:
     import torch
     from safetensors import safe_open
 
-    expected = dict(llama_shapes(json.loads((config_dir / "config.json").read_text())))
+    config = json.loads((config_dir / "config.json").read_text())
+    expected = dict(shapes_of(config, config_dir))
+    _, stored, _ = dtype_of(config)
     seen: dict[str, tuple[int, ...]] = {}
     sample = None
     for file in sorted(out.glob("*.safetensors")):
         with safe_open(str(file), framework="pt") as handle:
             for name in handle.keys():  # noqa: SIM118 - a safe_open handle is not iterable
                 piece = handle.get_slice(name)
-                if piece.get_dtype() != "BF16":
-                    raise SystemExit(f"{file.name}: {name} is {piece.get_dtype()}, expected BF16")
+                if piece.get_dtype() != stored:
+                    raise SystemExit(f"{file.name}: {name} is {piece.get_dtype()}, expected {stored}")
                 seen[name] = tuple(piece.get_shape())
             if sample is None and "model.layers.0.self_attn.q_proj.weight" in seen:
                 sample = handle.get_tensor("model.layers.0.self_attn.q_proj.weight").to(torch.float32)
@@ -196,7 +259,10 @@ def check(config_dir: Path, out: Path, *, std: float) -> dict:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
-        "--config-dir", type=Path, required=True, help="tiny_model.py --arch llama3-8b output"
+        "--config-dir",
+        type=Path,
+        required=True,
+        help="tiny_model.py --arch llama3-8b (or --experts N) output",
     )
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--seed", type=int, required=True)

@@ -52,6 +52,7 @@ def to_response(
     model: str,
     uses_reasoning_parser: bool,
     wants_token_ids: bool,
+    wants_log_probs: bool = True,
     prompt_token_ids_fallback: list[int] | None = None,
 ) -> dict[str, Any]:
     """Translate vLLM's chat completion into the Response JSON; raises InvalidOutputError.
@@ -68,7 +69,9 @@ def to_response(
         message, finish_reason=finish_reason, uses_reasoning_parser=uses_reasoning_parser
     )
     if wants_token_ids:
-        info = extract_token_info(completion, prompt_token_ids_fallback=prompt_token_ids_fallback)
+        info = extract_token_info(
+            completion, prompt_token_ids_fallback=prompt_token_ids_fallback, with_log_probs=wants_log_probs
+        )
         attach_token_info(output, info)
     body = response_envelope(request, model=model, output=output)
     if finish_reason == "length":

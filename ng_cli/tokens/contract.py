@@ -5,7 +5,9 @@ turn's input items:
 
     prompt_token_ids      the exact prompt the engine saw
     generation_token_ids  the generated ids (one per logprob)
-    generation_log_probs  the sampled token's logprob at each step (finite, <= 0)
+    generation_log_probs  the sampled token's logprob at each step (finite, <= 0); absent when the
+                          model server runs with `return_generation_log_probs: false` (trainers
+                          that recompute logprobs: vLLM's logprobs cost ~15-23% of its throughput)
 
 Sources in vLLM's chat response, in order of preference:
 1. `return_token_ids: true` -> top-level `prompt_token_ids` and `choices[0].token_ids`;
@@ -60,15 +62,18 @@ class TokenInfo:
 
     prompt_token_ids: list[int]
     generation_token_ids: list[int]
-    generation_log_probs: list[float]
+    generation_log_probs: list[float] | None
+    """None: not asked of vLLM (`return_generation_log_probs: false`); the item then has no such field."""
 
     def as_fields(self) -> dict[str, list[int] | list[float]]:
         """The fields as they appear on a Responses item."""
-        return {
+        fields: dict[str, list[int] | list[float]] = {
             "prompt_token_ids": self.prompt_token_ids,
             "generation_token_ids": self.generation_token_ids,
-            "generation_log_probs": self.generation_log_probs,
         }
+        if self.generation_log_probs is not None:
+            fields["generation_log_probs"] = self.generation_log_probs
+        return fields
 
 
 def needs_prompt_tokenization(completion: Mapping[str, Any]) -> bool:
@@ -77,24 +82,30 @@ def needs_prompt_tokenization(completion: Mapping[str, Any]) -> bool:
 
 
 def extract_token_info(
-    completion: Mapping[str, Any], *, prompt_token_ids_fallback: list[int] | None = None
+    completion: Mapping[str, Any],
+    *,
+    prompt_token_ids_fallback: list[int] | None = None,
+    with_log_probs: bool = True,
 ) -> TokenInfo:
-    """Read and check the token ids of a chat completion (`n == 1`); raises TokenContractError."""
+    """Read and check the token ids of a chat completion (`n == 1`); raises TokenContractError.
+
+    `with_log_probs=False`: no logprobs were asked for, so the generated ids must come from
+    `return_token_ids` (`choices[0].token_ids`) and `generation_log_probs` is None."""
     choice = _single_choice(completion)
+    generation = choice.get("token_ids")
+    if not with_log_probs:
+        if generation is None:
+            raise TokenContractError(
+                "vLLM returned no choices[0].token_ids; without logprobs the generated ids come only from "
+                "return_token_ids",
+                hint="use vLLM >= 0.10.2, or return_generation_log_probs: true",
+            )
+        return TokenInfo(_prompt_ids(completion, prompt_token_ids_fallback), _checked(generation), None)
     entries = _logprob_entries(choice)
     log_probs = _log_probs(entries)
-    generation = choice.get("token_ids")
     if generation is None:
         generation = _ids_from_logprob_tokens(entries)
-    prompt = completion.get("prompt_token_ids")
-    if prompt is None:
-        prompt = prompt_token_ids_fallback
-    if prompt is None:
-        raise PromptTokenIdsMissingError(
-            "vLLM returned no prompt_token_ids and no /tokenize result was supplied",
-            hint="use vLLM >= 0.10.2 (return_token_ids), or tokenize the prompt via POST /tokenize",
-        )
-    _check_ids(prompt, "prompt_token_ids")
+    prompt = _prompt_ids(completion, prompt_token_ids_fallback)
     _check_ids(generation, "choices[0].token_ids")
     if len(generation) != len(log_probs):
         raise TokenContractError(
@@ -102,6 +113,25 @@ def extract_token_info(
             "they must match one to one"
         )
     return TokenInfo(prompt, generation, log_probs)
+
+
+def _checked(generation: Any) -> list[int]:
+    _check_ids(generation, "choices[0].token_ids")
+    return list(generation)
+
+
+def _prompt_ids(completion: Mapping[str, Any], fallback: list[int] | None) -> list[int]:
+    """vLLM's `prompt_token_ids`, else the /tokenize result; checked."""
+    prompt = completion.get("prompt_token_ids")
+    if prompt is None:
+        prompt = fallback
+    if prompt is None:
+        raise PromptTokenIdsMissingError(
+            "vLLM returned no prompt_token_ids and no /tokenize result was supplied",
+            hint="use vLLM >= 0.10.2 (return_token_ids), or tokenize the prompt via POST /tokenize",
+        )
+    _check_ids(prompt, "prompt_token_ids")
+    return list(prompt)
 
 
 def attach_token_info(items: Sequence[MutableMapping[str, Any]], info: TokenInfo) -> None:
@@ -112,19 +142,28 @@ def attach_token_info(items: Sequence[MutableMapping[str, Any]], info: TokenInfo
 
 
 def token_info_of(item: Mapping[str, Any], *, where: str = "item") -> TokenInfo | None:
-    """Check the token fields of an input item (they are not validated on parse); None if absent."""
+    """Check the token fields of an input item (they are not validated on parse); None if absent.
+
+    `generation_log_probs` may be absent alone (a server with `return_generation_log_probs: false`)."""
     present = [name for name in TOKEN_FIELDS if item.get(name) is not None]
     if not present:
         return None
-    if len(present) != len(TOKEN_FIELDS):
-        missing = sorted(set(TOKEN_FIELDS) - set(present))
-        raise TokenContractError(f"{where} carries {present} but not {missing}; send all three or none")
-    prompt, generation, log_probs = (item[name] for name in TOKEN_FIELDS)
+    required = TOKEN_FIELDS[:2]
+    if not set(required) <= set(present):
+        missing = sorted(set(required) - set(present))
+        raise TokenContractError(
+            f"{where} carries {present} but not {missing}; send prompt_token_ids and generation_token_ids "
+            "(and generation_log_probs) or none"
+        )
+    prompt, generation = item["prompt_token_ids"], item["generation_token_ids"]
+    log_probs = item.get("generation_log_probs")
     for name, value in zip(TOKEN_FIELDS, (prompt, generation, log_probs), strict=True):
-        if not isinstance(value, list):
+        if value is not None and not isinstance(value, list):
             raise TokenContractError(f"{where}.{name} must be a list, got {type(value).__name__}")
     _check_ids(prompt, f"{where}.prompt_token_ids")
     _check_ids(generation, f"{where}.generation_token_ids")
+    if log_probs is None:
+        return TokenInfo(prompt, generation, None)
     _check_log_prob_values(log_probs, f"{where}.generation_log_probs")
     if len(generation) != len(log_probs):
         raise TokenContractError(

@@ -87,6 +87,7 @@ class VllmChat:
         self.versions = versions or WeightVersions()
         self.salts_by_version = salts_by_version
         self.wants_token_ids = config.return_token_id_information
+        self.wants_log_probs = config.return_generation_log_probs
         asks_engine = config.request_prompt_and_generation_token_ids
         self.uses_tokenize_only = (
             config.token_id_source == "tokenize" if asks_engine is None else not asks_engine
@@ -153,6 +154,8 @@ class VllmChat:
         )
         if self.uses_tokenize_only:
             chat.pop("return_token_ids", None)
+        if self.wants_token_ids and not self.wants_log_probs:
+            _drop_log_probs(chat)
         chat.update(config.sampling_overrides or {})
         return chat
 
@@ -180,6 +183,7 @@ class VllmChat:
             model=self.config.model,
             uses_reasoning_parser=self.config.uses_reasoning_parser,
             wants_token_ids=self.wants_token_ids,
+            wants_log_probs=self.wants_log_probs,
             prompt_token_ids_fallback=fallback,
         )
 
@@ -200,7 +204,8 @@ class VllmChat:
         if self.wants_token_ids:
             if needs_prompt_tokenization(completion):
                 completion["prompt_token_ids"] = await self._tokenize(chat, completion, session_id=session_id)
-            extract_token_info(completion)  # the contract's checks (n == 1, lengths, logprobs); raises
+            # the contract's checks (n == 1, lengths, logprobs); raises
+            extract_token_info(completion, with_log_probs=self.wants_log_probs)
         return completion
 
     def chat_body(self, body: dict[str, Any]) -> dict[str, Any]:
@@ -225,6 +230,8 @@ class VllmChat:
             chat.update(_TOKEN_ID_SWITCHES)
             if self.uses_tokenize_only:
                 del chat["return_token_ids"]
+            if not self.wants_log_probs:
+                _drop_log_probs(chat)
         chat.update(self.config.sampling_overrides or {})  # the server, not the caller, decides
         return chat
 
@@ -249,6 +256,13 @@ class VllmChat:
                 hint="use a vLLM that supports return_token_ids (>= 0.10.2) so the ids come from the call itself",
             )
         return tokens
+
+
+def _drop_log_probs(chat: dict[str, Any]) -> None:
+    """Token ids without logprobs (`return_generation_log_probs: false`): vLLM's `return_token_ids`
+    alone; `return_tokens_as_token_ids` only shapes the logprobs, so it goes too."""
+    for key in ("logprobs", "top_logprobs", "return_tokens_as_token_ids"):
+        chat.pop(key, None)
 
 
 def _reasoning_form(config: VllmModelConfig) -> ReasoningForm:

@@ -162,7 +162,8 @@ class VllmStreams:
                 _refuse_aborted(completion)
                 self.vllm.metrics.record_usage(completion.get("usage"))
                 if self.vllm.wants_token_ids and not needs_prompt_tokenization(completion):
-                    extract_token_info(completion)  # the contract's checks; a failure is an error event
+                    # the contract's checks; a failure is an error event
+                    extract_token_info(completion, with_log_probs=self.vllm.wants_log_probs)
             except NgError as error:
                 yield encode_event(
                     {"error": {"message": error.message, "type": error.error_type, "code": status_for(error)}}

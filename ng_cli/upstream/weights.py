@@ -107,6 +107,7 @@ class WeightUpdater:
         deadlines: WeightUpdateDeadlines,
         boot_path: str | None,
         disk_reason: str | None = None,
+        ranks_are_shards: bool = False,
     ) -> None:
         self.pool = pool
         self.http = http
@@ -119,6 +120,11 @@ class WeightUpdater:
         self.disk_reason = disk_reason
         """Why updates from disk are refused on these engines (None: they are not)."""
         self.fingerprint: list[str] | None = None
+        self.ranks_are_shards = ranks_are_shards
+        """The engines are the ranks of one expert-parallel group (external LB): each holds its own
+        experts, so their fingerprints differ by design; each is checked against its own."""
+        self._fingerprints: dict[str, list[str]] = {}
+        """Every engine's fingerprint after the last update, by root URL."""
         self.last: dict[str, Any] | None = None
         self._reference: Checkpoint | None = None
         self._lock = asyncio.Lock()
@@ -167,7 +173,8 @@ class WeightUpdater:
             result = await self._finish(
                 engines, version, mode=mode, started=started, in_flight_at_pause=in_flight_at_pause
             )
-            self.path, self.fingerprint = str(checkpoint.path), fingerprints[0]
+            self.path = str(checkpoint.path)
+            self._remember(engines, fingerprints)
             result.update(path=self.path, bytes=checkpoint.total_bytes)
             self.last = result
             return result
@@ -187,7 +194,8 @@ class WeightUpdater:
             try:
                 if self.path != self.boot_path or self.versions.version != 0:
                     fingerprint = await admin.reload(self.path, deadline_s=self.deadlines.reload_s)
-                    if self.fingerprint is not None and fingerprint != self.fingerprint:
+                    expected = self._expected(endpoint.root_url)
+                    if expected is not None and fingerprint != expected:
                         return f"its weights after loading version {self.versions.version} differ from the other engines'"
                     await admin.reset_prefix_cache(deadline_s=self.deadlines.reset_s)
                     logger.warning(
@@ -281,7 +289,8 @@ class WeightUpdater:
             started=self._push_started,
             in_flight_at_pause=self._push_in_flight,
         )
-        self.path, self.fingerprint = None, fingerprints[0]
+        self.path = None
+        self._remember(engines, fingerprints)
         self.last = result
         self._close_push()
         return result
@@ -478,7 +487,22 @@ class WeightUpdater:
             logger.warning("%s", error.message)
             return False
 
+    def _remember(self, engines: list[_Engine], fingerprints: Sequence[list[str]]) -> None:
+        self.fingerprint = fingerprints[0]
+        self._fingerprints = {
+            engine.endpoint.root_url: fingerprint
+            for engine, fingerprint in zip(engines, fingerprints, strict=True)
+        }
+
+    def _expected(self, root_url: str) -> list[str] | None:
+        """The fingerprint an engine must show on the current weights (None: not known yet)."""
+        if self.ranks_are_shards:
+            return self._fingerprints.get(root_url)
+        return self.fingerprint
+
     def _verify(self, engines: list[_Engine], fingerprints: Sequence[list[str]]) -> None:
+        if self.ranks_are_shards:  # each rank loaded its own experts: nothing to compare across them
+            return
         first = fingerprints[0]
         for engine, fingerprint in zip(engines, fingerprints, strict=True):
             if fingerprint != first:
@@ -498,7 +522,8 @@ class WeightUpdater:
             try:
                 if self.path is not None:
                     fingerprint = await engine.admin.reload(self.path, deadline_s=self.deadlines.reload_s)
-                    if self.fingerprint is not None and fingerprint != self.fingerprint:
+                    expected = self._expected(engine.endpoint.root_url)
+                    if expected is not None and fingerprint != expected:
                         raise PhaseError(
                             engine.endpoint.root_url, "rollback", "its weights differ from before the update"
                         )

@@ -66,6 +66,12 @@ class LocalVllmModel(VllmModelServer[LocalVllmModelConfig]):
             versions=self.versions,
             deadlines=config.weight_update_deadlines,
             boot_path=boot,
+            # external LB over one expert-parallel group: one endpoint per rank, each with its own experts
+            ranks_are_shards=config.data_parallel_mode == "external_lb"
+            and (
+                (config.expert_parallel_size or 1) > 1
+                or config.vllm_serve_kwargs.get("enable_expert_parallel") is True
+            ),
             disk_reason=(
                 "these engines started with load_format: dummy, which vLLM cannot reload from disk; "
                 "their weights come from a tensor push (begin / push / commit)"

@@ -134,6 +134,40 @@ async def test_both_token_id_sources_agree(vllm_engine: VllmServer, http: aiohtt
     assert answers[0]["generation_log_probs"] == pytest.approx(answers[1]["generation_log_probs"], abs=1e-4)
 
 
+async def test_token_ids_without_logprobs_are_the_same_ids(
+    vllm_engine: VllmServer, http: aiohttp.ClientSession
+) -> None:
+    """`return_generation_log_probs: false`: vLLM is asked for no logprobs; the ids are the ones
+    the logprob-carrying configuration returns for the same seeded call, and the next turn
+    (which carries the ids back) is accepted."""
+    request = {**CONVERSATION, "seed": 5}
+    with serve_model(vllm_engine, return_token_id_information=True) as url:
+        status, with_log_probs = await post(http, f"{url}/v1/responses", request)
+    assert status == 200, with_log_probs
+    with serve_model(vllm_engine, return_token_id_information=True, return_generation_log_probs=False) as url:
+        status, body = await post(http, f"{url}/v1/responses", request)
+        assert status == 200, body
+        last = body["output"][-1]
+        assert "generation_log_probs" not in last
+        assert last["prompt_token_ids"] == with_log_probs["output"][-1]["prompt_token_ids"]
+        assert last["generation_token_ids"] == with_log_probs["output"][-1]["generation_token_ids"]
+        follow_up = {
+            **request,
+            "input": [*request["input"], *body["output"], {"role": "user", "content": "And?"}],
+        }
+        status, second = await post(http, f"{url}/v1/responses", follow_up)
+        assert status == 200, second
+        assert "generation_log_probs" not in second["output"][-1]
+        status, chat = await post(
+            http,
+            f"{url}/v1/chat/completions",
+            {"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 4},
+        )
+    assert status == 200, chat
+    assert chat["choices"][0].get("logprobs") is None
+    assert len(chat["choices"][0]["token_ids"]) == chat["usage"]["completion_tokens"]
+
+
 async def test_chat_completions_with_token_ids(vllm_engine: VllmServer, http: aiohttp.ClientSession) -> None:
     messages = [{"role": "user", "content": "Hello"}]
     with serve_model(vllm_engine, return_token_id_information=True) as url:

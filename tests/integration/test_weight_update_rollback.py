@@ -117,7 +117,21 @@ class StandIn:
 
 @pytest.fixture
 def engines() -> Iterator[tuple[list[StandIn], list[str], str]]:
-    stand_ins = [StandIn(), StandIn()]
+    yield from _serve([StandIn(), StandIn()])
+
+
+@pytest.fixture
+def expert_ranks() -> Iterator[tuple[list[StandIn], list[str], str]]:
+    """The two endpoints of one expert-parallel group (external LB): rank 1 holds other experts,
+    so its fingerprint differs from rank 0's on every checkpoint."""
+    yield from _serve(
+        [StandIn(), StandIn(odd_fingerprint=True)],
+        data_parallel_mode="external_lb",
+        expert_parallel_size=2,
+    )
+
+
+def _serve(stand_ins: list[StandIn], **extra: Any) -> Iterator[tuple[list[StandIn], list[str], str]]:
     with ExitStack() as stack:
         urls = [stack.enter_context(serve_in_thread(one.app())) for one in stand_ins]
         server_class = load_server_class(APP)
@@ -129,6 +143,7 @@ def engines() -> Iterator[tuple[list[StandIn], list[str], str]]:
             "uses_reasoning_parser": False,
             "weight_updates": True,
             "weight_update_deadlines": {"pause_s": 1.0, "push_lease_s": 2.0},
+            **extra,
         }
         server = server_class(validate_block(server_class.config_class, block=block), name="policy_model")
         url = stack.enter_context(serve_in_thread(server.build_app()))
@@ -191,6 +206,27 @@ def test_engines_that_disagree_after_the_same_load_are_refused(
     stand_ins[1].odd_fingerprint = True
     assert failed_update(url, tmp_path)["phase"] == "verify"
     assert all(one.holds == str(MODEL) for one in stand_ins)
+
+
+def test_expert_parallel_ranks_differ_by_design_and_roll_back_to_their_own(
+    expert_ranks: tuple[list[StandIn], list[str], str], tmp_path: Path
+) -> None:
+    """Seen on two H200s (moe_dp2_ep2, external LB): the cross-engine check refused every update.
+    Ranks are compared with themselves: the update passes, and a later failed one rolls each back
+    to (and checks it against) its own fingerprint."""
+    stand_ins, roots, url = expert_ranks
+    good = checkpoints.swapped(MODEL, tmp_path / "B", "Ġdegrees", "ĠElacas")
+    status, answer = admin(url, "/admin/weights/update", {"path": str(good), "version": 1})
+    assert status == 200, answer
+    assert all(one.holds == str(good) for one in stand_ins)
+    stand_ins[0].fail_reload_of = str(tmp_path / "C")
+    other = checkpoints.swapped(MODEL, tmp_path / "C", "Ġdegrees", "ĠElacas")
+    status, answer = admin(url, "/admin/weights/update", {"path": str(other), "version": 2})
+    assert status == 409, answer
+    error = answer["error"]
+    assert (error["phase"], error["rolled_back"], error["version"]) == ("reload", True, 1), error
+    assert all(one.holds == str(good) and not one.paused for one in stand_ins)
+    assert error["engine"] == roots[0]
 
 
 def test_a_good_update_stamps_calls_and_a_wrong_key_is_refused(

@@ -76,7 +76,7 @@ def test_attach_needs_an_item() -> None:
 @pytest.mark.parametrize(
     ("item", "message"),
     [
-        ({"prompt_token_ids": [1]}, "not ['generation_log_probs', 'generation_token_ids']"),
+        ({"prompt_token_ids": [1]}, "not ['generation_token_ids']"),
         (
             {"prompt_token_ids": [1], "generation_token_ids": [2], "generation_log_probs": []},
             "1 generation_token_ids but 0",
@@ -125,3 +125,26 @@ def test_checks_stay_cheap_for_long_generations() -> None:
     for _ in range(10):
         extract_token_info(completion)
     assert (time.perf_counter() - start) / 10 < 0.010
+
+
+def test_token_ids_without_log_probs_come_from_return_token_ids() -> None:
+    completion = {"prompt_token_ids": [1, 2], "choices": [{"token_ids": [7, 8, 9], "message": {}}]}
+    info = extract_token_info(completion, with_log_probs=False)
+    assert info.as_fields() == {"prompt_token_ids": [1, 2], "generation_token_ids": [7, 8, 9]}
+    with pytest.raises(
+        TokenContractError, match="without logprobs the generated ids come only from return_token_ids"
+    ):
+        extract_token_info({"prompt_token_ids": [1], "choices": [{"message": {}}]}, with_log_probs=False)
+    with pytest.raises(TokenContractError, match=r"no choices\[0\].logprobs.content"):
+        extract_token_info(completion)  # the default still needs the logprobs
+
+
+def test_item_without_log_probs_is_accepted_but_not_without_ids() -> None:
+    info = token_info_of({"prompt_token_ids": [1], "generation_token_ids": [2]})
+    assert info == TokenInfo([1], [2], None)
+    with pytest.raises(TokenContractError, match="not \\['generation_token_ids'\\]"):
+        token_info_of({"prompt_token_ids": [1], "generation_log_probs": [-0.5]})
+    with pytest.raises(TokenContractError, match="1 generation_token_ids but 2 generation_log_probs"):
+        token_info_of(
+            {"prompt_token_ids": [1], "generation_token_ids": [2], "generation_log_probs": [-0.1, -0.2]}
+        )

@@ -140,6 +140,22 @@ def test_token_exact_config(tmp_path: Path) -> None:
         )
 
 
+def test_token_ids_without_log_probs_config(tmp_path: Path) -> None:
+    """`return_generation_log_probs: false` needs vLLM's own ids; token_exact (which reads the
+    completions logprobs) is refused when asked for and stays off on "auto"."""
+    directory = build_tiny_tokenizer(tmp_path / "tok")
+    off = {"return_generation_log_probs": False}
+    assert not validate_block(
+        VllmModelConfig, block(token_exact="auto", model=str(directory), **off)
+    ).wants_token_exact()
+    with pytest.raises(ConfigError, match="cannot run with return_generation_log_probs: false"):
+        validate_block(VllmModelConfig, block(token_exact=True, tokenizer_path=str(directory), **off))
+    with pytest.raises(ConfigError, match="needs vLLM's own token ids"):
+        validate_block(VllmModelConfig, block(token_id_source="tokenize", **off))
+    with pytest.raises(ConfigError, match="needs vLLM's own token ids"):
+        validate_block(VllmModelConfig, block(request_prompt_and_generation_token_ids=False, **off))
+
+
 def make_server(tmp_path: Path, template: str | None = None, **keys: Any) -> Any:
     directory = build_tiny_tokenizer(tmp_path / "tok")
     if template is not None:
