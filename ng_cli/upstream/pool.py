@@ -50,6 +50,8 @@ class Endpoint:
     last_error: str | None = None
     is_retired: bool = False
     """No longer listed (the endpoint file moved on); only in-flight requests still use it."""
+    answered: int = 0
+    """Calls it has answered since start (a busy endpoint whose probe is slow still answers)."""
 
     def __repr__(self) -> str:
         state = "healthy" if self.is_healthy else f"down ({self.last_error})"
@@ -177,6 +179,7 @@ class EndpointPool:
     def record_success(self, endpoint: Endpoint) -> None:
         """A request answered (2xx or 4xx): the endpoint works, its failure streak ends."""
         endpoint.consecutive_failures = 0
+        endpoint.answered += 1
 
     def record_failure(self, endpoint: Endpoint, error: str, *, now: float) -> bool:
         """A request or probe failed; the endpoint is down for a cool-down. True if it was up.

@@ -1,6 +1,7 @@
 """`HealthProber`: one background task per endpoint that probes its health and readmits it.
 
-A healthy endpoint is probed every `interval_s`; a failed probe takes it out of the pool. A down
+A healthy endpoint is probed every `interval_s`; a failed probe takes it out of the pool, unless
+the endpoint answered calls while the probe waited (busy, not down: see `check`). A down
 endpoint is probed as soon as its cool-down ends (see `EndpointPool`), so a restarted vLLM
 rejoins within a fraction of a second, and a dead one is asked ever less often, at most every
 `interval_s`. `kick(endpoint)` makes the task look at the endpoint's state again at once; the
@@ -104,14 +105,32 @@ class HealthProber:
             delay_s = self.interval_s if endpoint.is_healthy else max(0.0, endpoint.readmit_at - loop.time())
             if await _wait(kick, delay_s):
                 continue
-            try:
-                error = await self.probe(endpoint)
-                if error is None and self._rejoins(endpoint, loop.time()) and self.before_rejoin is not None:
-                    error = await self.before_rejoin(endpoint)
-            except Exception as exc:  # a bug here must not end probing: the endpoint would never rejoin
-                logger.exception("health probe of %s crashed", endpoint.base_url)
-                error = f"{type(exc).__name__}: {exc}"
-            self._record(endpoint, error, now=loop.time())
+            await self.check(endpoint)
+
+    async def check(self, endpoint: Endpoint) -> None:
+        """Probe `endpoint` once and take the pool's view of it from the outcome.
+
+        A probe that fails while the endpoint answered calls meanwhile says it is busy, not down
+        (vLLM's `/health` can wait seconds behind a full batch): it stays in the pool. Taking a
+        lone busy engine out stalled every call until the next probe."""
+        loop = asyncio.get_running_loop()
+        answered = endpoint.answered
+        try:
+            error = await self.probe(endpoint)
+            if error is None and self._rejoins(endpoint, loop.time()) and self.before_rejoin is not None:
+                error = await self.before_rejoin(endpoint)
+        except Exception as exc:  # a bug here must not end probing: the endpoint would never rejoin
+            logger.exception("health probe of %s crashed", endpoint.base_url)
+            error = f"{type(exc).__name__}: {exc}"
+        if error is not None and endpoint.is_healthy and endpoint.answered > answered:
+            logger.info(
+                "endpoint %s is busy (its health probe failed: %s) but answered %d calls meanwhile: kept",
+                endpoint.base_url,
+                error,
+                endpoint.answered - answered,
+            )
+            return
+        self._record(endpoint, error, now=loop.time())
 
     def _rejoins(self, endpoint: Endpoint, now: float) -> bool:
         """Whether a passed probe now brings this endpoint back (see `record_probe_success`)."""
