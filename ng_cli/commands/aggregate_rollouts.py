@@ -22,7 +22,9 @@ OPTIONS = AggregateConfig
 _EPILOG = options_help(
     AggregateConfig,
     docs="docs/aggregate_rollouts.md",
-    notes="""Exit codes: 0 written, 2 no shard matched / a bad row / an output over an input.
+    notes="""The metrics are NeMo Gym's default /aggregate_metrics, computed here without a stack: an
+environment's own metric hooks are not run and no perf_summary is written (docs/aggregate_rollouts.md).
+Exit codes: 0 written, 2 no shard matched / a bad row / an output over an input.
 Example:
   ng_aggregate_rollouts +input_glob='results/rollouts-*.jsonl' +output_jsonl_fpath=results/rollouts.jsonl""",
 )

@@ -36,7 +36,8 @@ class UpdateWeightsOptions(CommandOptions):
     version: int = Field(ge=1)
     """The weight version it becomes; versions only go up."""
     mode: Literal["keep", "wait", "abort"] = "keep"
-    """What happens to calls in flight (see the epilog)."""
+    """What happens to calls in flight: keep (they pause and go on under the new weights), wait (they
+    finish first), abort (they are cut short and sent again)."""
     model_server: str | None = None
     """The model server instance (default: the only one that takes weight updates)."""
     head_server_url: str | None = None
