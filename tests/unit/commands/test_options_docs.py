@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from ng_cli.config.command_options import CommonOptions, option_names
-from tests.unit.commands.test_options_seam import command_options_models
+from tests.fixtures.commands import command_options_models
 
 DOCS = Path(__file__).resolve().parents[3] / "docs"
 _MARKER = re.compile(r"<!-- options: (ng_[a-z0-9_]+) -->\n((?:\|.*\n?)+)")

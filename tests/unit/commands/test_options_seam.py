@@ -9,7 +9,6 @@ in every model (`+dry_run=yes` is `+dry_run=true`); the checks come before any w
 from __future__ import annotations
 
 import importlib
-import tomllib
 import typing
 from pathlib import Path
 from typing import Any
@@ -20,28 +19,14 @@ from pydantic import BaseModel, TypeAdapter, ValidationError
 from typer.testing import CliRunner
 
 from ng_cli.config.command_options import CommonOptions, option_names
+from tests.fixtures.commands import (
+    NOT_OFFERED_MODULE,
+    SCRIPTS,
+    UMBRELLA_MODULE,
+    command_modules,
+    command_options_models,
+)
 from tests.fixtures.stack.harness import STACK_ROOT
-
-REPO = Path(__file__).resolve().parents[3]
-SCRIPTS: dict[str, str] = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["scripts"]
-NOT_OFFERED_MODULE = "ng_cli.commands.not_offered"
-UMBRELLA_MODULE = "ng_cli.commands.umbrella"
-
-
-def command_modules() -> dict[str, str]:
-    """`ng_<command>` -> its module, for every script that is a command of its own (aliases folded)."""
-    modules: dict[str, str] = {}
-    for name, target in SCRIPTS.items():
-        module = target.split(":")[0]
-        if module not in (NOT_OFFERED_MODULE, UMBRELLA_MODULE):
-            modules.setdefault(module, "ng_" + name.removeprefix("nemo_gym_").removeprefix("ng_"))
-    return {command: module for module, command in modules.items()}
-
-
-def command_options_models() -> dict[str, type[BaseModel]]:
-    """`ng_<command>` -> the options model its module declares."""
-    return {command: importlib.import_module(module).OPTIONS for command, module in command_modules().items()}
-
 
 COMMANDS = sorted(command_modules())
 

@@ -65,7 +65,7 @@ def test_refuses_a_name_the_config_tree_reserves(name: str, tmp_path: Path) -> N
 
 def test_every_top_level_key_a_command_reads_is_reserved() -> None:
     from ng_cli.config.command_options import CommonOptions, option_names
-    from tests.unit.commands.test_options_seam import command_options_models
+    from tests.fixtures.commands import command_options_models
 
     read = set(option_names(CommonOptions)) | {"dotenv_path"}
     for model in command_options_models().values():
