@@ -196,3 +196,29 @@ def test_help_lists_every_option_from_the_model(command: str) -> None:
         assert key in flat, (command, key)
     for reason in getattr(command_options_models()[command], "not_offered", {}):
         assert reason in flat, (command, reason)
+
+
+def test_ng_prepare_data_needs_no_model_credentials(workdir: Path) -> None:
+    """It calls no model: a config whose policy_* values are unset (empty env.yaml) still collates."""
+    configs = (
+        "+config_paths=[resources_servers/example_single_tool_call/configs/example_single_tool_call.yaml,"
+        "responses_api_models/vllm_model/configs/vllm_model.yaml]"
+    )
+    code, output = invoke(
+        "ng_prepare_data", configs, "+mode=example_validation", f"+output_dirpath={workdir / 'out'}"
+    )
+    assert code == 0, output
+    assert (workdir / "out" / "example.jsonl").is_file()
+    # a command that does call the model still needs them
+    code, output = invoke("ng_dump_config", configs)
+    assert code == 2
+    assert "'policy_api_key' is not set" in output
+
+
+def test_ng_quickstart_flags_and_keys_are_one_model(workdir: Path) -> None:
+    code, output = invoke("ng_quickstart", "--num-repeats", "0")
+    assert code == 2
+    assert "num_repeats: Input should be greater than or equal to 1" in output
+    code, output = invoke("ng_quickstart", "+num_repeat=3")
+    assert code == 2
+    assert "did you mean +num_repeats?" in output
