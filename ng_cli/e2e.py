@@ -36,15 +36,16 @@ from ng_cli.launcher.signals import StopSignals
 from ng_cli.launcher.stack import Stack
 from ng_cli.launcher.supervise import plan_and_connect
 from ng_cli.outputs import check_outputs, writes
-from ng_cli.rollouts import CollectConfig, CollectResult, collect_config_from, make_view, render_summary
+from ng_cli.rollouts import CollectConfig, CollectResult, make_view, render_summary
 from ng_cli.rollouts.collect import collect_rollouts
+from ng_cli.rollouts.config import E2EOptions
 from ng_cli.rollouts.progress import ProgressView
 from ng_cli.rollouts.resume import OutputPaths
 
 if TYPE_CHECKING:
     from ng_cli.launcher.ray_backend import RayBackend
 
-__all__ = ["FileSink", "collect_end_to_end", "inputs_dir", "servers_log", "written_files"]
+__all__ = ["FileSink", "collect_end_to_end", "collect_settings", "inputs_dir", "servers_log", "written_files"]
 
 _POLL_S = 0.1
 
@@ -85,10 +86,12 @@ class FileSink:
             self._file.close()
 
 
-def collect_end_to_end(config: ComposedConfig, *, console: Console) -> int:
-    """`ng_e2e_collect_rollouts`'s body; returns the collector's exit code (130/143 if interrupted)."""
-    split = _split(config.get("split"))
-    settings = _collect_settings(config, split)
+def collect_end_to_end(config: ComposedConfig, options: E2EOptions, *, console: Console) -> int:
+    """`ng_e2e_collect_rollouts`'s body; returns the collector's exit code (130/143 if interrupted).
+
+    `options`: the command's, read (and checked) before this is called."""
+    split = options.split
+    settings = collect_settings(options)
     console.print(f"{split}: checking the datasets ...", style="dim", highlight=False)
     datasets = datasets_for(config, (split,))
     if not datasets:
@@ -174,30 +177,10 @@ async def _collect(
                 await task
 
 
-def _split(value: object) -> str:
-    if isinstance(value, str) and value in SPLITS:
-        return value
-    raise ConfigError(
-        f"split: expected one of {', '.join(SPLITS)}, got {value!r}",
-        hint='ng_e2e_collect_rollouts "+config_paths=[...]" +split=example +output_jsonl_fpath=out.jsonl',
-    )
-
-
-def _collect_settings(config: ComposedConfig, split: str) -> CollectConfig:
-    """The collector's options from the same tree, with the collated input as its input."""
-    if config.get("input_jsonl_fpath") is not None:
-        raise ConfigError(
-            "input_jsonl_fpath: not an option here: the input is the config's datasets of +split",
-            hint="to collect from a file of your own, start the stack with ng_run and use ng_collect_rollouts",
-        )
-    output = config.get("output_jsonl_fpath")
-    if not isinstance(output, str) or not output:
-        raise ConfigError(
-            f"output_jsonl_fpath: expected the path of the rollouts file to write, got {output!r}",
-            hint=f"+output_jsonl_fpath=results/{split}_rollouts.jsonl",
-        )
-    collated = inputs_dir(Path(output)) / f"{split}.jsonl"
-    return collect_config_from(replace(config, tree={**config.tree, "input_jsonl_fpath": str(collated)}))
+def collect_settings(options: E2EOptions) -> CollectConfig:
+    """The collector's options: the command's, with the collated split beside the output as the input."""
+    collated = inputs_dir(options.output_jsonl_fpath) / f"{options.split}.jsonl"
+    return CollectConfig(**dict(options.model_dump(exclude={"split", "ray"}), input_jsonl_fpath=collated))
 
 
 def _on_free_head_port(config: ComposedConfig, plan: StackPlan) -> StackPlan:

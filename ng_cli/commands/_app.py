@@ -67,7 +67,7 @@ def overrides_argument(help_text: str) -> Any:
 
 
 T = TypeVar("T")
-_VERBOSE = re.compile(r"^\+{0,2}verbose=(true|yes|on|1)$", re.IGNORECASE)
+_VERBOSE = re.compile(r"^\+{0,2}verbose=(.*)$")
 
 
 def make_app(help: str | None) -> typer.Typer:
@@ -90,8 +90,11 @@ def make_app(help: str | None) -> typer.Typer:
 
 
 def wants_verbose(overrides: Sequence[str] | None) -> bool:
-    """Whether the overrides ask for tracebacks (`+verbose=true`)."""
-    return any(_VERBOSE.match(override.strip()) for override in overrides or ())
+    """Whether the overrides ask for tracebacks (`+verbose=true`, or any other way every option says true)."""
+    from ng_cli.config.command_options import is_true
+
+    found = (_VERBOSE.match(override.strip()) for override in overrides or ())
+    return any(match is not None and is_true(match.group(1).strip("'\"")) for match in found)
 
 
 @contextmanager

@@ -12,19 +12,22 @@ from ng_cli.commands._app import (
     make_console,
     overrides_argument,
 )
-from ng_cli.rollouts.aggregate import aggregate_config_from, aggregate_rollouts
+from ng_cli.config.command_options import options_help
+from ng_cli.rollouts.aggregate import AggregateConfig, aggregate_config_from, aggregate_rollouts
 
-__all__ = ["aggregate", "app", "main"]
+__all__ = ["OPTIONS", "aggregate", "app", "main"]
 
-_EPILOG = """\b
-Config keys this command reads (see docs/aggregate_rollouts.md):
-  input_glob           a glob, or comma-separated globs, of rollout files (shards); quote it
-  output_jsonl_fpath   the merged rollouts, sorted by (_ng_task_index, _ng_rollout_index);
-                       <stem>_aggregate_metrics.json beside it
-  merge_shards         false: write only the metrics (default true)
+OPTIONS = AggregateConfig
+
+_EPILOG = options_help(
+    AggregateConfig,
+    docs="docs/aggregate_rollouts.md",
+    notes="""The metrics are NeMo Gym's default /aggregate_metrics, computed here without a stack: an
+environment's own metric hooks are not run and no perf_summary is written (docs/aggregate_rollouts.md).
 Exit codes: 0 written, 2 no shard matched / a bad row / an output over an input.
 Example:
-  ng_aggregate_rollouts +input_glob='results/rollouts-*.jsonl' +output_jsonl_fpath=results/rollouts.jsonl"""
+  ng_aggregate_rollouts +input_glob='results/rollouts-*.jsonl' +output_jsonl_fpath=results/rollouts.jsonl""",
+)
 
 app = make_app(help=__doc__)
 

@@ -14,23 +14,26 @@ from ng_cli.commands._app import (
     make_console,
     overrides_argument,
 )
+from ng_cli.config.command_options import options_help
 from ng_cli.tokens.chat_template import ChatTokenizer
-from ng_cli.tokens.check_config import check_tokens_config_from
+from ng_cli.tokens.check_config import CheckTokensConfig, check_tokens_config_from
 from ng_cli.tokens.drift import check_file
 
-__all__ = ["app", "check_tokens", "main"]
+__all__ = ["OPTIONS", "app", "check_tokens", "main"]
 
-_EPILOG = """\b
-Config keys this command reads (see docs/conversion.md, "Token-exact prompts"):
-  input_jsonl_fpath   rollouts with token ids (ng_collect_rollouts with return_token_id_information)
-  tokenizer_path      the model's tokenizer directory, to spell diverging tokens (default: ids)
-A rollout drifts when a turn's prompt_token_ids do not start with the previous turn's
+OPTIONS = CheckTokensConfig
+
+_EPILOG = options_help(
+    CheckTokensConfig,
+    docs="docs/conversion.md",
+    notes="""A rollout drifts when a turn's prompt_token_ids do not start with the previous turn's
 prompt_token_ids + generation_token_ids; the first divergence is shown (turn, position, tokens).
 A row whose token ids are not integers from 0 to 2^31-1 is listed as INVALID (item, position).
 Exit codes: 0 no drift, 1 some rollout drifted, 2 unreadable input (a line that is not JSON,
 a row with invalid token ids) or bad options.
 Example:
-  ng_check_tokens +input_jsonl_fpath=results/out.jsonl"""
+  ng_check_tokens +input_jsonl_fpath=results/out.jsonl""",
+)
 
 app = make_app(help=__doc__)
 

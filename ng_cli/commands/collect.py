@@ -14,36 +14,26 @@ from ng_cli.commands._app import (
     make_console,
     overrides_argument,
 )
+from ng_cli.config.command_options import options_help
 from ng_cli.config.secrets import Redactor
 from ng_cli.report import write_report
-from ng_cli.rollouts import collect_config_from, make_view, render_summary, run_collection
+from ng_cli.rollouts import CollectConfig, collect_config_from, make_view, render_summary, run_collection
 
-__all__ = ["app", "collect", "main"]
+__all__ = ["OPTIONS", "app", "collect", "main"]
 
-_EPILOG = """\b
-Config keys this command reads (see docs/collecting.md):
-  agent_name               agent instance for every row (else each row's agent_ref)
-  agent_map                {old_agent: new_agent, _default: agent}: re-route rows by their agent_ref
-  input_jsonl_fpath        input rows, each with a responses_create_params object
-  output_jsonl_fpath       scored rollouts; _failures.jsonl, _metrics.json, _fingerprint.json and
-                           NeMo Gym's _materialized_inputs.jsonl, _aggregate_metrics.json beside it
-  limit                    only the first N rows
-  num_repeats              rollouts per row (default 1)
-  num_repeats_add_seed     true: repeat i sends seed: i (in metadata.extra_body) to the model
-  num_samples_in_parallel  rollouts in flight (default 64)
-  responses_create_params  merged into every row's (e.g. +responses_create_params.temperature=0.7)
-  rollout_timeout_s        deadline per attempt (default 900); max_attempts (default 3)
-  overwrite                true: start over instead of resuming
-  head_server_url          ng_run's head server (default from head_server, else http://127.0.0.1:11000)
-  agent_urls               +agent_urls.<agent>=http://host:port: skip the head server
-  pass_threshold           reward >= this passes (default: reward > 0)
-  report                   true: also write <output stem>_report.html (see ng_report)
-  max_staleness            flag rows (stale: true) whose calls span more than K weight updates
+OPTIONS = CollectConfig
+
+_EPILOG = options_help(
+    CollectConfig,
+    docs="docs/collecting.md",
+    notes="""Files beside the output: <stem>_failures.jsonl, _metrics.json, _fingerprint.json and NeMo Gym's
+_materialized_inputs.jsonl, _aggregate_metrics.json.
 Running the same command again resumes: done rollouts are kept, failed ones are retried.
 Exit codes: 0 all rollouts scored, 1 some failed (run complete), 2 input/config error.
 Example:
   ng_collect_rollouts +agent_name=simple_agent +input_jsonl_fpath=in.jsonl +output_jsonl_fpath=out.jsonl \\
-      +num_repeats=4 +num_samples_in_parallel=32 +responses_create_params.temperature=0.7"""
+      +num_repeats=4 +num_samples_in_parallel=32 +responses_create_params.temperature=0.7""",
+)
 
 app = make_app(help=__doc__)
 

@@ -15,22 +15,35 @@ from ng_cli.commands._app import (
     make_console,
     overrides_argument,
 )
+from ng_cli.config.command_options import CommandOptions, command_options, options_help
 from ng_cli.config.render import render_yaml
 from ng_cli.launcher.check import check_instances, print_warnings
 from ng_cli.launcher.plan import engine_plans
 from ng_cli.launcher.render import engine_notes, engines_table
+from ng_cli.rollouts.config import STACK_FILE_COMMANDS
 
-__all__ = ["app", "dump_config", "main"]
+__all__ = ["OPTIONS", "DumpConfigOptions", "app", "dump_config", "main"]
 
-_EPILOG = """\b
-Config keys this command reads:
-  config_paths   YAML files to merge, in order (files may list more)
-  dotenv_path    another env.yaml instead of the cwd's (else the repo root's)
-  show_sources   true: same as --sources
-  verbose        true: same as --verbose
+
+class DumpConfigOptions(CommandOptions):
+    """ng_dump_config's own key; it also takes every key ng_run, ng_collect_rollouts and
+    ng_e2e_collect_rollouts read (it shows the config they would see)."""
+
+    show_sources: bool = False
+    """true: same as --sources (a '# from: file:line' comment above each top-level key)."""
+
+
+OPTIONS = DumpConfigOptions
+SHARED = STACK_FILE_COMMANDS
+
+_EPILOG = options_help(
+    DumpConfigOptions,
+    notes="""It also takes every key of ng_run, ng_collect_rollouts and ng_e2e_collect_rollouts (shown as they
+would see it). env.yaml: +dotenv_path=FILE, else the cwd's, else the repo root's.
 Merge order: config files < env.yaml < command-line overrides.
 Example:
-  ng_dump_config "+config_paths=[a.yaml,b.yaml]" ++policy_model_name=m --sources"""
+  ng_dump_config "+config_paths=[a.yaml,b.yaml]" ++policy_model_name=m --sources""",
+)
 
 app = make_app(help=__doc__)
 
@@ -49,8 +62,11 @@ def dump_config(
 ) -> None:
     """Print the composed config (files < env.yaml < overrides), secrets masked."""
     with composed_config(overrides, config, verbose=verbose) as composed:
+        options = command_options(
+            composed, DumpConfigOptions, command="ng_dump_config", shared=SHARED, shared_on_command_line=True
+        )
         print_warnings(check_instances(composed))  # refuse what ng_run would refuse, as it would
-        with_sources = sources or composed.get("show_sources") is True
+        with_sources = sources or options.show_sources
         engines = engine_plans(composed, env=os.environ, python=None)  # refuses an impossible plan
         typer.echo(render_yaml(composed, masked=True, with_sources=with_sources), nl=False)
         if engines:  # on stderr: stdout stays the YAML, for pipes

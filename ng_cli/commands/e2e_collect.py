@@ -14,24 +14,30 @@ from ng_cli.commands._app import (
     make_console,
     overrides_argument,
 )
+from ng_cli.config.command_options import command_options, options_help
 from ng_cli.e2e import collect_end_to_end
+from ng_cli.rollouts.config import STACK_FILE_COMMANDS, E2EOptions
 
-__all__ = ["app", "e2e_collect", "main"]
+__all__ = ["OPTIONS", "app", "e2e_collect", "main"]
 
-_EPILOG = """\b
-Config keys this command reads (see docs/e2e_collect_rollouts.md):
-  config_paths         the stack (servers, agents with datasets:), as for ng_run
-  split                example, validation or train: every agent's datasets of that type
-  output_jsonl_fpath   scored rollouts; <stem>_inputs/<split>.jsonl (the collated input),
-                       <stem>_servers.log and the collector's files go beside it
-and every ng_collect_rollouts option (num_repeats, num_repeats_add_seed, num_samples_in_parallel,
-limit, responses_create_params, pass_threshold, overwrite, ...), except input_jsonl_fpath.
+_EXAMPLE = (
+    'ng_e2e_collect_rollouts "+config_paths=[...]" +split=example +output_jsonl_fpath=results/out.jsonl'
+)
+
+OPTIONS = E2EOptions
+
+_EPILOG = options_help(
+    E2EOptions,
+    docs="docs/e2e_collect_rollouts.md",
+    notes="""The stack is the config's (config_paths), as for ng_run. <output stem>_inputs/<split>.jsonl (the
+collated input), <stem>_servers.log and the collector's files go beside the output.
 Running the same command again resumes. Ctrl-C stops everything and keeps what is finished.
 Exit codes: the collector's (0 all scored, 1 some failed), 2 bad data or config, 1 a server
 died or never got ready, 130 Ctrl-C, 143 SIGTERM.
 Example:
   ng_e2e_collect_rollouts "+config_paths=[resources_servers/my_env/configs/my_env.yaml,\\
-responses_api_models/vllm_model/configs/vllm_model.yaml]" +split=example +output_jsonl_fpath=results/my_env.jsonl"""
+responses_api_models/vllm_model/configs/vllm_model.yaml]" +split=example +output_jsonl_fpath=results/my_env.jsonl""",
+)
 
 app = make_app(help=__doc__)
 
@@ -47,7 +53,17 @@ def e2e_collect(
 ) -> None:
     """Collate the split, start the stack, collect every row (resumable), stop the stack."""
     with composed_config(overrides, config, verbose=verbose) as composed:
-        code = collect_end_to_end(composed, console=make_console(stderr=True))
+        options = command_options(
+            composed,
+            E2EOptions,
+            command="ng_e2e_collect_rollouts",
+            asks={
+                "split": ("which datasets? example, validation or train", _EXAMPLE),
+                "output_jsonl_fpath": ("where do the rollouts go?", _EXAMPLE),
+            },
+            shared=STACK_FILE_COMMANDS,
+        )
+        code = collect_end_to_end(composed, options, console=make_console(stderr=True))
     raise typer.Exit(code)
 
 

@@ -7,11 +7,18 @@ import importlib.metadata
 import importlib.util
 from typing import Annotated
 
-import typer
+from ng_cli.commands._app import (
+    Verbose,
+    make_app,
+    make_console,
+    overrides_argument,
+    reported_errors,
+    wants_verbose,
+)
+from ng_cli.config.command_options import CommandOptions, command_options, options_help
+from ng_cli.config.compose import compose_config
 
-from ng_cli.commands._app import make_app, make_console
-
-__all__ = ["app", "command_summaries", "main", "show_help"]
+__all__ = ["OPTIONS", "HelpOptions", "app", "command_summaries", "main", "nemo_gym_aliases", "show_help"]
 
 _DISTRIBUTION = "ng-cli"
 _UMBRELLAS = ("ng", "gym")
@@ -20,14 +27,37 @@ _NOT_OFFERED_MODULE = "ng_cli.commands.not_offered"
 app = make_app(help=__doc__)
 
 
-@app.command(epilog="Each command's --help lists the config keys it reads. Exit code: 0.")
-def show_help(overrides: Annotated[list[str] | None, typer.Argument(hidden=True)] = None) -> None:
+class HelpOptions(CommandOptions):
+    """ng_help has no options of its own."""
+
+
+OPTIONS = HelpOptions
+
+
+@app.command(
+    epilog=options_help(
+        HelpOptions,
+        docs="docs/help.md",
+        notes="Each command's --help lists the config keys it reads. Exit codes: 0, 2 bad options.",
+    )
+)
+def show_help(
+    overrides: Annotated[list[str] | None, overrides_argument("(none of its own)")] = None,
+    verbose: Verbose = False,
+) -> None:
     """List the commands this package installs."""
+    with reported_errors(verbose=verbose or wants_verbose(overrides)):
+        command_options(compose_config(list(overrides or [])), HelpOptions, command="ng_help")
     summaries = command_summaries()
     width = max(map(len, summaries), default=0)
-    make_console().print(
-        "\n".join(f"{name:<{width}}  {summary}" for name, summary in summaries.items()), highlight=False
-    )
+    lines = [f"{name:<{width}}  {summary}" for name, summary in summaries.items()]
+    aliases = nemo_gym_aliases()
+    if aliases:
+        lines.append(
+            f"nemo_gym_<command>: NeMo Gym's alias of ng_<command> ({len(aliases)} installed: "
+            "every ng_ name NeMo Gym documents)"
+        )
+    make_console().print("\n".join(lines), highlight=False)
 
 
 def command_summaries() -> dict[str, str]:
@@ -37,6 +67,15 @@ def command_summaries() -> dict[str, str]:
         key=lambda entry: entry.name,
     )
     return {entry.name: _summary(entry.module, entry.name) for entry in scripts}
+
+
+def nemo_gym_aliases() -> list[str]:
+    """The installed `nemo_gym_*` console scripts (NeMo Gym's aliases of the `ng_*` names)."""
+    return sorted(
+        entry.name
+        for entry in importlib.metadata.entry_points(group="console_scripts")
+        if entry.name.startswith("nemo_gym_") and entry.dist is not None and entry.dist.name == _DISTRIBUTION
+    )
 
 
 def _is_ours(entry: importlib.metadata.EntryPoint) -> bool:

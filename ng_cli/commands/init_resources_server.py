@@ -5,42 +5,82 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated
 
-import typer
-
-from ng_cli.commands._app import Verbose, make_app, make_console, reported_errors, wants_verbose
+from ng_cli.commands._app import (
+    Verbose,
+    make_app,
+    make_console,
+    overrides_argument,
+    reported_errors,
+    wants_verbose,
+)
+from ng_cli.config.command_options import CommandOptions, command_options, options_help
 from ng_cli.config.compose import compose_config
+from ng_cli.config.nemo_gym_options import not_offered_table
 from ng_cli.scaffold import init_resources_server
 
-__all__ = ["app", "init", "main"]
+__all__ = ["OPTIONS", "InitOptions", "app", "init", "main"]
 
-_EPILOG = """\b
-Config keys this command reads:
-  entrypoint   resources_servers/<name>: the folder to create, under the current directory
-               (name: lower_snake_case)
-Writes app.py (an add tool and a verifier), configs/<name>.yaml (the server and a
+_NEW_SCAFFOLD = (
+    "belongs to NeMo Gym's manifest-backed `gym env init` scaffold; here one template is written",
+    "ng_init_resources_server +entrypoint=resources_servers/<name>",
+)
+
+
+class InitOptions(CommandOptions):
+    """Which environment to create (NeMo Gym's `ng_init_resources_server` form)."""
+
+    entrypoint: str
+    """resources_servers/<name>: the folder to create, under the current directory (name: lower_snake_case)."""
+
+    not_offered = not_offered_table(
+        {
+            key: _NEW_SCAFFOLD
+            for key in (
+                "scaffold_kind",
+                "scaffold_name",
+                "profile",
+                "reuse_verifier",
+                "reward_range",
+                "higher_is_better",
+            )
+        }
+    )
+
+
+OPTIONS = InitOptions
+_EXAMPLE = "ng_init_resources_server +entrypoint=resources_servers/my_env"
+
+_EPILOG = options_help(
+    InitOptions,
+    docs="docs/init_resources_server.md",
+    notes=f"""Writes app.py (an add tool and a verifier), configs/<name>.yaml (the server and a
 <name>_simple_agent with train, validation and example datasets), data/example.jsonl (5 rows),
 tests/test_app.py and README.md. An existing folder is never touched.
 Exit codes: 0 written, 2 bad name or the folder exists (nothing written).
 Example:
-  ng_init_resources_server +entrypoint=resources_servers/my_env"""
+  {_EXAMPLE}""",
+)
 
 app = make_app(help=__doc__)
 
 
 @app.command(epilog=_EPILOG)
 def init(
-    overrides: Annotated[
-        list[str] | None, typer.Argument(help="+entrypoint=resources_servers/<name>")
-    ] = None,
+    overrides: Annotated[list[str] | None, overrides_argument("+entrypoint=resources_servers/<name>")] = None,
     verbose: Verbose = False,
 ) -> None:
     """Create resources_servers/<name>/ (in the current directory) with a tool, a verifier, a config,
     data, tests and a README."""
     with reported_errors(verbose=verbose or wants_verbose(overrides)):
-        entrypoint = compose_config(list(overrides or [])).get("entrypoint")
+        options = command_options(
+            compose_config(list(overrides or [])),
+            InitOptions,
+            command="ng_init_resources_server",
+            asks={"entrypoint": ("which environment? resources_servers/<name>", _EXAMPLE)},
+        )
         # NeMo Gym writes `Path(entrypoint).resolve()`: relative to the working directory.
         cwd = Path.cwd()
-        created = init_resources_server(entrypoint, root=cwd)
+        created = init_resources_server(options.entrypoint, root=cwd)
     shown = created.folder.relative_to(cwd).as_posix()
     console = make_console()
     console.print(f"wrote {shown}/ in {cwd}:", highlight=False)

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from pydantic import Field
 
 from ng_cli.commands._app import (
     Verbose,
@@ -16,18 +17,30 @@ from ng_cli.commands._app import (
     reported_errors,
     wants_verbose,
 )
+from ng_cli.config.command_options import CommandOptions, command_options, options_help
 from ng_cli.config.compose import compose_config
 from ng_cli.datasets.benchmarks import Benchmark, find_benchmarks, search_roots
 
-__all__ = ["app", "list_benchmarks", "main"]
+__all__ = ["OPTIONS", "ListBenchmarksOptions", "app", "list_benchmarks", "main"]
 
-_EPILOG = """\b
-Config keys this command reads (see docs/list_benchmarks.md):
-  json   true: a JSON list instead of the table
-Looks in benchmarks/**/config.yaml of the current directory, then of this repo (which ships none):
+
+class ListBenchmarksOptions(CommandOptions):
+    """How to print the list."""
+
+    json_format: bool = Field(default=False, alias="json")
+    """true: a JSON list instead of the table."""
+
+
+OPTIONS = ListBenchmarksOptions
+
+_EPILOG = options_help(
+    ListBenchmarksOptions,
+    docs="docs/list_benchmarks.md",
+    notes="""Looks in benchmarks/**/config.yaml of the current directory, then of this repo (which ships none):
 run it from NeMo Gym's root to list NeMo Gym's. Data is downloaded by NeMo Gym's prepare scripts
 from Hugging Face, which is not offered here (ng_prepare_benchmark says why).
-Exit code: 0."""
+Exit codes: 0, 2 bad options.""",
+)
 
 app = make_app(help=__doc__)
 
@@ -39,10 +52,12 @@ def list_benchmarks(
 ) -> None:
     """List the benchmarks and whether their data is present."""
     with reported_errors(verbose=verbose or wants_verbose(overrides)):
-        as_json = compose_config(list(overrides or [])).get("json") is True
+        options = command_options(
+            compose_config(list(overrides or [])), ListBenchmarksOptions, command="ng_list_benchmarks"
+        )
     roots = search_roots()
     found = find_benchmarks(roots)
-    if as_json:
+    if options.json_format:
         typer.echo(json.dumps([benchmark.as_dict() for benchmark in found]))
         return
     make_console().print(_table(found, roots), highlight=False, markup=False)

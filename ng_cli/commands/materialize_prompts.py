@@ -12,19 +12,21 @@ from ng_cli.commands._app import (
     make_console,
     overrides_argument,
 )
-from ng_cli.datasets.prompts import materialize_config_from, materialize_prompts
+from ng_cli.config.command_options import options_help
+from ng_cli.datasets.prompts import MaterializeConfig, materialize_config_from, materialize_prompts
 
-__all__ = ["app", "main", "materialize"]
+__all__ = ["OPTIONS", "app", "main", "materialize"]
 
-_EPILOG = """\b
-Config keys this command reads (see docs/materialize_prompts.md):
-  input_jsonl_fpath    raw rows, without responses_create_params.input
-  prompt_config        a YAML file with `user` (and optionally `system`) templates; {field} is the row's field
-  output_jsonl_fpath   the rows with responses_create_params.input and prompt_config_used
-Exit codes: 0 written, 2 a row with an input already / a missing field / bad options.
+OPTIONS = MaterializeConfig
+
+_EPILOG = options_help(
+    MaterializeConfig,
+    docs="docs/materialize_prompts.md",
+    notes="""Exit codes: 0 written, 2 a row with an input already / a missing field / bad options.
 Example:
   ng_materialize_prompts +input_jsonl_fpath=data/raw.jsonl +prompt_config=prompts/math.yaml \\
-      +output_jsonl_fpath=data/rows.jsonl"""
+      +output_jsonl_fpath=data/rows.jsonl""",
+)
 
 app = make_app(help=__doc__)
 

@@ -7,10 +7,9 @@ import json
 import subprocess
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Literal
 
 import typer
-from pydantic import BaseModel, ConfigDict
 
 from ng_cli.commands._app import (
     Verbose,
@@ -20,33 +19,37 @@ from ng_cli.commands._app import (
     reported_errors,
     wants_verbose,
 )
-from ng_cli.config.command_options import command_options
+from ng_cli.config.command_options import CommandOptions, command_options, options_help
 from ng_cli.config.compose import compose_config
 from ng_cli.launcher.server_tests import resolve_server_folder
 
-__all__ = ["PipListConfig", "app", "installed_packages", "main", "pip_list"]
+__all__ = ["OPTIONS", "PipListConfig", "app", "installed_packages", "main", "pip_list"]
 
-_EPILOG = """\b
-Config keys this command reads (see docs/pip_list.md):
-  entrypoint   resources_servers/<name>: the server whose packages to list (all servers share one
-               environment here: NeMo Gym builds one per server)
-  format       columns (default), json or freeze, as pip list --format
-  outdated     true: only outdated packages (pip asks the package index)
-Exit codes: 0 listed, 2 no such server folder, else pip's.
-Example:
-  ng_pip_list +entrypoint=resources_servers/example_single_tool_call +format=json"""
 
 app = make_app(help=__doc__)
 
 
-class PipListConfig(BaseModel):
+class PipListConfig(CommandOptions):
     """NeMo Gym's `PipListConfig`."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
     entrypoint: str | None = None
-    format: str | None = None
+    """resources_servers/<name>: the server whose packages to list (all servers share one environment
+    here: NeMo Gym builds one per server)."""
+    format: Literal["columns", "json", "freeze"] | None = None
+    """columns (default), json or freeze, as pip list --format."""
     outdated: bool = False
+    """true: only outdated packages (pip asks the package index)."""
+
+
+OPTIONS = PipListConfig
+
+_EPILOG = options_help(
+    PipListConfig,
+    docs="docs/pip_list.md",
+    notes="""Exit codes: 0 listed, 2 no such server folder, else pip's.
+Example:
+  ng_pip_list +entrypoint=resources_servers/example_single_tool_call +format=json""",
+)
 
 
 def installed_packages() -> list[tuple[str, str]]:
@@ -75,9 +78,7 @@ def pip_list(
 ) -> None:
     """List the packages of the environment every server runs in."""
     with reported_errors(verbose=verbose or wants_verbose(overrides)):
-        options = command_options(compose_config(list(overrides or [])), PipListConfig, asks={})
-        if options.format not in (None, "columns", "json", "freeze"):
-            raise typer.BadParameter(f"format: expected columns, json or freeze, got {options.format!r}")
+        options = command_options(compose_config(list(overrides or [])), PipListConfig, command="ng_pip_list")
         if options.entrypoint is not None:
             resolve_server_folder(options.entrypoint, cwd=Path.cwd())
     if options.outdated:  # the index is a package registry: pip asks it

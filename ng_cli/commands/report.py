@@ -14,20 +14,22 @@ from ng_cli.commands._app import (
     make_console,
     overrides_argument,
 )
+from ng_cli.config.command_options import options_help
 from ng_cli.report import write_report
-from ng_cli.report.config import report_config_from
+from ng_cli.report.config import ReportConfig, report_config_from
 
-__all__ = ["app", "main", "report"]
+__all__ = ["OPTIONS", "app", "main", "report"]
 
-_EPILOG = """\b
-Config keys this command reads (see docs/report.md):
-  input_jsonl_fpath   the output of ng_collect_rollouts (its _failures.jsonl and _metrics.json too)
-  output_html_fpath   where the report goes (default: <input stem>_report.html beside the input)
-  pass_threshold      reward >= this passes (default: the run's, else reward > 0)
-The report needs no server: open it in a browser, or send it to someone.
+OPTIONS = ReportConfig
+
+_EPILOG = options_help(
+    ReportConfig,
+    docs="docs/report.md",
+    notes="""The report needs no server: open it in a browser, or send it to someone.
 Exit codes: 0 written, 1 written but some lines could not be read (named), 2 no input / bad options.
 Example:
-  ng_report +input_jsonl_fpath=results/out.jsonl"""
+  ng_report +input_jsonl_fpath=results/out.jsonl""",
+)
 
 app = make_app(help=__doc__)
 

@@ -12,29 +12,29 @@ from ng_cli.commands._app import (
     make_console,
     overrides_argument,
 )
-from ng_cli.rollouts.nemo_profile import NemoProfileResult, nemo_profile_config_from, profile_like_nemo_gym
-from ng_cli.rollouts.profile import ProfileResult, profile_config_from, profile_rewards
+from ng_cli.config.command_options import command_options, options_help
+from ng_cli.rollouts.nemo_profile import NemoProfileResult, profile_like_nemo_gym
+from ng_cli.rollouts.profile import ProfileResult, profile_rewards
+from ng_cli.rollouts.profile_options import RewardProfileOptions
 
-__all__ = ["app", "main", "reward_profile"]
+__all__ = ["OPTIONS", "app", "main", "reward_profile"]
 
-_EPILOG = """\b
-Config keys this command reads (see docs/reward_profile.md):
-  input_jsonl_fpath        the tasks: the input the rollouts were collected from
-  rollouts_jsonl_fpath     the collector's output (<stem>_failures.jsonl beside it is read too)
-  output_jsonl_fpath       the profile: per task rollouts, failed, mean/std/min/max reward, pass_rate
-  pass_threshold           reward >= this passes (default: reward > 0), as in the collector
-  keep_pass_rate           [lo,hi]: also write <profile stem>.kept.jsonl, the tasks with lo <= pass rate <= hi
-  count_failures_as_zero   true: a failed rollout counts as reward 0 (default: left out)
-NeMo Gym's form (its file names and contents, computed as it computes them):
-  materialized_inputs_jsonl_fpath  the collector's <stem>_materialized_inputs.jsonl
-  rollouts_jsonl_fpath             the collector's output
-  allow_partial_rollouts           true: drop materialized rows without a result (else exit 2)
-  -> <rollouts stem>_reward_profiling.jsonl, _agent_metrics.json, _repeat_level_metrics.json
-Exit codes: 0 written, 2 missing or mismatched files, bad options.
+OPTIONS = RewardProfileOptions
+_HINT = (
+    "ng_reward_profile +input_jsonl_fpath=TASKS +rollouts_jsonl_fpath=ROLLOUTS +output_jsonl_fpath=PROFILE, "
+    "or NeMo Gym's form: +materialized_inputs_jsonl_fpath=<stem>_materialized_inputs.jsonl "
+    "+rollouts_jsonl_fpath=<stem>.jsonl"
+)
+
+_EPILOG = options_help(
+    RewardProfileOptions,
+    docs="docs/reward_profile.md",
+    notes="""Exit codes: 0 written, 2 missing or mismatched files, bad options.
 Examples:
   ng_reward_profile +input_jsonl_fpath=tasks.jsonl +rollouts_jsonl_fpath=rollouts.jsonl \\
       +output_jsonl_fpath=profile.jsonl "+keep_pass_rate=[0.1,0.9]"
-  ng_reward_profile +materialized_inputs_jsonl_fpath=out_materialized_inputs.jsonl +rollouts_jsonl_fpath=out.jsonl"""
+  ng_reward_profile +materialized_inputs_jsonl_fpath=out_materialized_inputs.jsonl +rollouts_jsonl_fpath=out.jsonl""",
+)
 
 app = make_app(help=__doc__)
 
@@ -50,11 +50,17 @@ def reward_profile(
 ) -> None:
     """Write one profile line per task; with +keep_pass_rate, the kept tasks and what was dropped."""
     with composed_config(overrides, config, verbose=verbose) as composed:
-        nemo_gym_form = nemo_profile_config_from(composed)
+        options = command_options(
+            composed,
+            RewardProfileOptions,
+            command="ng_reward_profile",
+            asks={"rollouts_jsonl_fpath": ("which rollouts? (the collector's output)", _HINT)},
+        )
+        nemo_gym_form = options.nemo_gym_form()
         if nemo_gym_form is not None:
             make_console().print(_nemo_report(profile_like_nemo_gym(nemo_gym_form)), highlight=False)
             return
-        result = profile_rewards(profile_config_from(composed))
+        result = profile_rewards(options.our_form())
     make_console().print(_report(result), highlight=False)
 
 

@@ -14,26 +14,27 @@ from ng_cli.commands._app import (
     make_console,
     overrides_argument,
 )
-from ng_cli.config.toplevel import check_top_level_keys
-from ng_cli.launcher.supervise import RUN_OPTIONS, launch
-from ng_cli.rollouts.config import COLLECT_OPTIONS
+from ng_cli.config.command_options import command_options, options_help
+from ng_cli.config.run_options import RunOptions
+from ng_cli.launcher.supervise import launch
+from ng_cli.rollouts.config import STACK_FILE_COMMANDS
 
-__all__ = ["app", "main", "run"]
+__all__ = ["OPTIONS", "SHARED", "app", "main", "run"]
 
-_EPILOG = """\b
-Config keys this command reads:
-  config_paths      YAML files to merge, in order (files may list more)
-  head_server       {host, port}: where the head server listens (default 127.0.0.1:11000; port 0 = any)
-  dry_run           true: print the plan (secrets masked) and exit
-  ready_file        write the stack's URLs and pids as JSON there once all are ready
-  ready_timeout_s   seconds to wait for every /health (default 60)
-  install_requirements  true: pip-install what the servers' requirements.txt name and is not
-                    installed yet (into this environment; conflicts are refused by name)
+OPTIONS = RunOptions
+SHARED = STACK_FILE_COMMANDS
+"""Commands whose keys may sit in the config files ng_run reads (a file sets them, not ng_run's line)."""
+
+_EPILOG = options_help(
+    RunOptions,
+    docs="docs/running.md",
+    notes="""Every other top-level key is a server instance, or a value set in env.yaml / read by a ${...}.
 Exit codes: 0 stopped by SIGTERM, 130 stopped by Ctrl-C, 1 a server died or never got ready,
 2 config error.
 Example:
   ng_run "+config_paths=[resources_servers/example_single_tool_call/configs/example_single_tool_call.yaml]"
-"""
+""",
+)
 
 app = make_app(help=__doc__)
 
@@ -48,8 +49,8 @@ def run(
 ) -> None:
     """Start the stack, print where each server listens, and supervise it until a signal."""
     with composed_config(overrides, config, verbose=verbose) as composed:
-        check_top_level_keys(composed, RUN_OPTIONS, command="ng_run", shared=COLLECT_OPTIONS)
-        code = launch(composed, console=make_console())
+        options = command_options(composed, RunOptions, command="ng_run", shared=SHARED)
+        code = launch(composed, console=make_console(), options=options)
     raise typer.Exit(code)
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 import typer
+from pydantic import Field
 
 from ng_cli.commands._app import (
     ConfigFiles,
@@ -14,24 +15,39 @@ from ng_cli.commands._app import (
     make_console,
     overrides_argument,
 )
+from ng_cli.config.command_options import CommandOptions, command_options, options_help
 from ng_cli.errors import NgError, UpstreamHTTPError
 from ng_cli.head import fetch_engines, fetch_servers
 from ng_cli.launcher.health import probe_all
-from ng_cli.launcher.plan import head_url_from_config, read_seconds
+from ng_cli.launcher.plan import head_url_from_config
 from ng_cli.launcher.render import status_table
+from ng_cli.rollouts.config import STACK_FILE_COMMANDS
 from ng_cli.training.client import WeightsClient
 
-__all__ = ["app", "main", "status"]
+__all__ = ["OPTIONS", "StatusOptions", "app", "main", "status"]
 
-_EPILOG = """\b
-Config keys this command reads:
-  head_server_url   the head server to ask (default: from head_server, else http://127.0.0.1:11000)
-  head_server       {host, port} of the head server, as ng_run was given it
-  probe_timeout_s   seconds each /health probe may take (default 2)
-A model server whose engines take weight updates gets a line with its weight version.
-Exit codes: 0 every server is up, 1 a server is down or the head server is unreachable.
+
+class StatusOptions(CommandOptions):
+    """Which running stack to ask, and how long each probe may take."""
+
+    head_server_url: str | None = None
+    """The head server to ask (default: from head_server, else http://127.0.0.1:11000)."""
+    head_server: dict[str, Any] | None = None
+    """{host, port} of the head server, as ng_run was given it."""
+    probe_timeout_s: float = Field(default=2.0, gt=0)
+    """Seconds each /health probe may take."""
+
+
+OPTIONS = StatusOptions
+
+_EPILOG = options_help(
+    StatusOptions,
+    docs="docs/running.md",
+    notes="""A model server whose engines take weight updates gets a line with its weight version.
+Exit codes: 0 every server is up, 1 a server is down or the head server is unreachable, 2 bad options.
 Example:
-  ng_status +head_server_url=http://127.0.0.1:11000"""
+  ng_status +head_server_url=http://127.0.0.1:11000""",
+)
 
 app = make_app(help=__doc__)
 
@@ -47,8 +63,9 @@ def status(
 ) -> None:
     """Print each server and engine of the running stack as up or down, with its URL, pid and node."""
     with composed_config(overrides, config, verbose=verbose) as composed:
+        options = command_options(composed, StatusOptions, command="ng_status", shared=STACK_FILE_COMMANDS)
         head_url = head_url_from_config(composed)
-        timeout_s = read_seconds(composed, "probe_timeout_s", 2.0)
+        timeout_s = options.probe_timeout_s
         servers = fetch_servers(head_url, timeout_s=timeout_s)
         try:
             engines = fetch_engines(head_url, timeout_s=timeout_s)

@@ -16,19 +16,33 @@ from ng_cli.commands._app import (
     reported_errors,
     wants_verbose,
 )
+from ng_cli.config.command_options import CommandOptions, command_options, options_help
 from ng_cli.config.compose import compose_config
 from ng_cli.errors import DataError
 from ng_cli.launcher.server_tests import resolve_server_folder, run_suite, validate_example_data
 
-__all__ = ["app", "main", "run_tests"]
+__all__ = ["OPTIONS", "TestOptions", "app", "main", "run_tests"]
 
-_EPILOG = """\b
-Config keys this command reads:
-  entrypoint             the server folder, e.g. resources_servers/example_single_tool_call
-  should_validate_data   true: also check <folder>/data/example.jsonl (one Responses input per line)
-Exit codes: pytest's (0 passed, 1 tests failed, ...); 2 when the data check fails or on a config error.
+
+class TestOptions(CommandOptions):
+    """NeMo Gym's `TestConfig`: which server folder, and whether to check its example data too."""
+
+    entrypoint: str
+    """The server folder, e.g. resources_servers/example_single_tool_call."""
+    should_validate_data: bool = False
+    """true: also check <folder>/data/example.jsonl (one Responses input per line)."""
+
+
+OPTIONS = TestOptions
+_EXAMPLE = "ng_test +entrypoint=resources_servers/example_single_tool_call +should_validate_data=true"
+
+_EPILOG = options_help(
+    TestOptions,
+    docs="docs/running.md",
+    notes=f"""Exit codes: pytest's (0 passed, 1 tests failed, ...); 2 when the data check fails or on a config error.
 Example:
-  ng_test +entrypoint=resources_servers/example_single_tool_call +should_validate_data=true"""
+  {_EXAMPLE}""",
+)
 
 app = make_app(help=__doc__)
 
@@ -43,10 +57,15 @@ def run_tests(
     """Run `python -m pytest <folder>` with this environment's Python; exit with pytest's code."""
     args = list(overrides or [])
     with reported_errors(verbose=verbose or wants_verbose(args)):
-        composed = compose_config(args)
-        folder = resolve_server_folder(composed.get("entrypoint"), cwd=Path.cwd())
+        options = command_options(
+            compose_config(args),
+            TestOptions,
+            command="ng_test",
+            asks={"entrypoint": ("which server folder?", _EXAMPLE)},
+        )
+        folder = resolve_server_folder(options.entrypoint, cwd=Path.cwd())
         code = run_suite(folder).exit_code
-        if composed.get("should_validate_data") is True:
+        if options.should_validate_data:
             code = _validate(folder, code)
     raise typer.Exit(code)
 

@@ -105,7 +105,7 @@ def translate(argv: Sequence[str]) -> tuple[str, list[str]]:
     """(our command without `ng_`, its arguments) for `ng`/`gym` arguments; ConfigError if unknown."""
     if not argv:
         return "help", []
-    first = argv[0].removeprefix("ng_").replace("-", "_")
+    first = argv[0].removeprefix("nemo_gym_").removeprefix("ng_").replace("-", "_")
     if first in COMMANDS or first in NOT_OFFERED:
         return first, list(argv[1:])
     for length in (2, 1):

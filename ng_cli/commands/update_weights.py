@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal
 
 import typer
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 from rich.table import Table
 
 from ng_cli.commands._app import (
@@ -16,48 +16,50 @@ from ng_cli.commands._app import (
     make_console,
     overrides_argument,
 )
-from ng_cli.config.command_options import command_options
+from ng_cli.config.command_options import CommandOptions, command_options, options_help
 from ng_cli.launcher.plan import head_url_from_config
+from ng_cli.rollouts.config import STACK_FILE_COMMANDS
 from ng_cli.training.client import WeightsClient
 from ng_cli.upstream.weights import WeightUpdateError
 
-__all__ = ["UpdateWeightsOptions", "app", "main", "update_weights"]
+__all__ = ["OPTIONS", "UpdateWeightsOptions", "app", "main", "update_weights"]
 
-_EPILOG = """\b
-Config keys this command reads (see docs/training.md):
-  path              the checkpoint directory (*.safetensors of the same model), absolute
-  version           the weight version it becomes (an integer above the current one: the trainer's step)
-  mode              keep (default: requests in flight pause and go on under the new weights),
-                    wait (they finish first), abort (they are cut short and sent again)
-  model_server      which model server (default: the one whose engines take weight updates)
-  head_server_url   the running stack (default: from head_server, else http://127.0.0.1:11000)
-The model server stops admitting calls, pauses every engine, reloads, verifies that every engine
-holds the same weights, resets the prefix cache, sets the version, resumes, and admits again. If
-any engine fails, every engine goes back to the previous checkpoint and the version stays.
-Exit codes: 0 updated, 2 refused or rolled back (the reason names the engine and the phase), 1 unreachable.
-Example:
-  ng_update_weights +path=/ckpt/step-3 +version=3"""
 
 app = make_app(help=__doc__)
 
 
-class UpdateWeightsOptions(BaseModel):
+class UpdateWeightsOptions(CommandOptions):
     """One update from a checkpoint directory."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
 
     path: str = Field(min_length=1)
     """The checkpoint directory (absolute: the engines read it themselves)."""
     version: int = Field(ge=1)
     """The weight version it becomes; versions only go up."""
     mode: Literal["keep", "wait", "abort"] = "keep"
-    """What happens to calls in flight (see the epilog)."""
+    """What happens to calls in flight: keep (they pause and go on under the new weights), wait (they
+    finish first), abort (they are cut short and sent again)."""
     model_server: str | None = None
     """The model server instance (default: the only one that takes weight updates)."""
     head_server_url: str | None = None
-    """The running stack's head server."""
+    """The running stack's head server (default: from head_server, else http://127.0.0.1:11000)."""
+    head_server: dict[str, Any] | None = None
+    """{host, port} of the head server, as ng_run was given it."""
     timeout_s: float = Field(default=3600.0, gt=0)
     """The longest this command waits for the update (each phase also has its own deadline)."""
+
+
+OPTIONS = UpdateWeightsOptions
+
+_EPILOG = options_help(
+    UpdateWeightsOptions,
+    docs="docs/training.md",
+    notes="""The model server stops admitting calls, pauses every engine, reloads, verifies that every engine
+holds the same weights, resets the prefix cache, sets the version, resumes, and admits again. If
+any engine fails, every engine goes back to the previous checkpoint and the version stays.
+Exit codes: 0 updated, 2 refused or rolled back (the reason names the engine and the phase), 1 unreachable.
+Example:
+  ng_update_weights +path=/ckpt/step-3 +version=3""",
+)
 
 
 @app.command(epilog=_EPILOG)
@@ -71,6 +73,8 @@ def update_weights(
         options = command_options(
             composed,
             UpdateWeightsOptions,
+            command="ng_update_weights",
+            shared=STACK_FILE_COMMANDS,
             asks={
                 "path": ("which checkpoint directory?", "ng_update_weights +path=/ckpt/step-3 +version=3"),
                 "version": (

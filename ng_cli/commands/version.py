@@ -6,31 +6,52 @@ import json
 from typing import Annotated
 
 import typer
+from pydantic import Field
 
-from ng_cli.commands._app import Verbose, make_app, make_console, reported_errors, wants_verbose
+from ng_cli.commands._app import (
+    Verbose,
+    make_app,
+    make_console,
+    overrides_argument,
+    reported_errors,
+    wants_verbose,
+)
+from ng_cli.config.command_options import CommandOptions, command_options, options_help
 from ng_cli.versions import Versions, installed_versions
 
-__all__ = ["app", "main", "version"]
+__all__ = ["OPTIONS", "VersionOptions", "app", "main", "version"]
 
-_EPILOG = """\b
-Config keys this command reads:
-  json   true: print one JSON object instead of lines
-The engine environment is the vLLM venv ($NG_VLLM_VENV, default ~/.cache/ng_cli/vllm-cpu-venv);
-anything not installed is printed as "absent". Exit code: 0."""
+
+class VersionOptions(CommandOptions):
+    """NeMo Gym's `VersionConfig` (its `json` key)."""
+
+    json_format: bool = Field(default=False, alias="json")
+    """true: print one JSON object instead of lines."""
+
+
+OPTIONS = VersionOptions
+
+_EPILOG = options_help(
+    VersionOptions,
+    docs="docs/version.md",
+    notes="""The engine environment is the vLLM venv ($NG_VLLM_VENV, default ~/.cache/ng_cli/vllm-cpu-venv);
+anything not installed is printed as "absent". Exit codes: 0, 2 bad options.""",
+)
 
 app = make_app(help=__doc__)
 
 
 @app.command(epilog=_EPILOG)
 def version(
-    overrides: Annotated[list[str] | None, typer.Argument(help="[+json=true]")] = None,
+    overrides: Annotated[list[str] | None, overrides_argument("[+json=true]")] = None,
     verbose: Verbose = False,
 ) -> None:
     """Print the versions, for bug reports and for checking an install."""
     from ng_cli.config.compose import compose_config
 
     with reported_errors(verbose=verbose or wants_verbose(overrides)):
-        as_json = compose_config(list(overrides or [])).get("json") is True
+        options = command_options(compose_config(list(overrides or [])), VersionOptions, command="ng_version")
+    as_json = options.json_format
     versions = installed_versions()
     if as_json:
         typer.echo(json.dumps(versions.to_dict(), indent=2))

@@ -47,7 +47,7 @@ class ComposedConfig:
     """Dotted key -> "file:line" (or "<command line>")."""
     free_keys: frozenset[str] = frozenset()
     """Top-level keys that are values for others, not options: set in env.yaml, or read by a
-    `${...}` interpolation. A command never calls them unknown (see `toplevel`)."""
+    `${...}` interpolation. A command never calls them unknown (see `command_options`)."""
     relays: dict[str, EnvironmentRelay] = field(default_factory=dict)
     """NeMo Gym `environment_servers` (legacy_agent) by name: each is served by the agent it names."""
 

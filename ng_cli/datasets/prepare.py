@@ -70,15 +70,11 @@ def splits_of_mode(mode: object) -> tuple[str, ...]:
     )
 
 
-def prepare_data(config: ComposedConfig, *, on_problem: ProblemSink) -> list[SplitReport]:
-    """`ng_prepare_data`'s body: `+mode` picks the splits, `+output_dirpath` where they go."""
-    splits = splits_of_mode(config.get("mode"))
-    output_dir = config.get("output_dirpath")
-    if not isinstance(output_dir, str) or not output_dir:
-        raise ConfigError(
-            f"output_dirpath: expected a directory path, got {output_dir!r}",
-            hint="+output_dirpath=results/data",
-        )
+def prepare_data(
+    config: ComposedConfig, *, mode: str, output_dir: Path, on_problem: ProblemSink
+) -> list[SplitReport]:
+    """`ng_prepare_data`'s body: `mode` picks the splits, `output_dir` is where they go."""
+    splits = splits_of_mode(mode)
     found = datasets_for(config, splits)
     if not found:
         raise ConfigError(
@@ -87,7 +83,7 @@ def prepare_data(config: ComposedConfig, *, on_problem: ProblemSink) -> list[Spl
         )
     by_split = {split: [d for d in found if d.dataset.type == split] for split in splits}
     plan = {split: datasets for split, datasets in by_split.items() if datasets}
-    folder = Path(output_dir).expanduser()
+    folder = output_dir.expanduser()
     check_outputs(writes("output_dirpath", folder, *split_files(folder, plan)), dataset_inputs(config))
     return prepare_splits(plan, folder, on_problem=on_problem)
 

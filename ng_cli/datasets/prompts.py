@@ -78,7 +78,7 @@ def materialize_config_from(composed: ComposedConfig) -> MaterializeConfig:
             ("output_jsonl_fpath", "where the rows go"),
         )
     }
-    return command_options(composed, MaterializeConfig, asks=asks)
+    return command_options(composed, MaterializeConfig, command="ng_materialize_prompts", asks=asks)
 
 
 def load_prompt(path: Path) -> PromptConfig:

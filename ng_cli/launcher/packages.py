@@ -39,7 +39,6 @@ __all__ = [
     "INSTALL_OPTION",
     "RequirementsOutcome",
     "ensure_requirements",
-    "install_option",
     "requirement_files",
 ]
 
@@ -59,18 +58,6 @@ class RequirementsOutcome:
     """Lines the environment did not meet before the step."""
     installed: bool = False
     """Whether pip ran (and succeeded)."""
-
-
-def install_option(config: ComposedConfig) -> bool:
-    """`install_requirements` (default false); anything but a boolean is a ConfigError."""
-    value = config.get(INSTALL_OPTION, False)
-    if not isinstance(value, bool):
-        where = config.sources.lookup(INSTALL_OPTION) or "command line"
-        raise ConfigError(
-            f"{where}  {INSTALL_OPTION}: expected true or false, got {value!r}",
-            hint="ng_run ... +install_requirements=true",
-        )
-    return value
 
 
 def requirement_files(config: ComposedConfig) -> dict[str, Path]:

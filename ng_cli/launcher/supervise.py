@@ -19,11 +19,13 @@ from typing import TYPE_CHECKING
 import yaml
 from rich.console import Console
 
+from ng_cli.config.command_options import command_options
 from ng_cli.config.compose import ComposedConfig
+from ng_cli.config.run_options import RunOptions
 from ng_cli.config.secrets import mask
-from ng_cli.errors import ConfigError, LaunchError
+from ng_cli.errors import LaunchError
 from ng_cli.launcher.check import check_instances, print_warnings
-from ng_cli.launcher.packages import ensure_requirements, install_option
+from ng_cli.launcher.packages import ensure_requirements
 from ng_cli.launcher.plan import StackPlan, plan_stack
 from ng_cli.launcher.process import LineSink
 from ng_cli.launcher.ray_config import read_ray_config
@@ -34,37 +36,31 @@ from ng_cli.launcher.stack import Stack, make_run_dir
 if TYPE_CHECKING:
     from ng_cli.launcher.ray_backend import RayBackend
 
-__all__ = ["RUN_OPTIONS", "launch", "plan_and_connect", "run_stack"]
-
-RUN_OPTIONS = frozenset(
-    {
-        "config_paths",
-        "head_server",
-        "head_server_url",
-        "dry_run",
-        "ready_file",
-        "ready_timeout_s",
-        "verbose",
-        "ray",
-        "install_requirements",
-    }
-)
-"""The top-level keys ng_run reads besides the server instances (a typo of one is refused)."""
+__all__ = ["launch", "plan_and_connect", "run_stack"]
 
 
-def launch(config: ComposedConfig, *, console: Console, sink: LineSink | None = None) -> int:
-    """`ng_run`'s body: print the plan (`+dry_run=true`) or run the stack; returns the exit code."""
-    dry_run = config.get("dry_run") is True
+def launch(
+    config: ComposedConfig,
+    *,
+    console: Console,
+    sink: LineSink | None = None,
+    options: RunOptions | None = None,
+) -> int:
+    """`ng_run`'s body: print the plan (`+dry_run=true`) or run the stack; returns the exit code.
+
+    `options`: ng_run's, read by the command before anything else (default: read here)."""
+    if options is None:
+        options = command_options(config, RunOptions, command="ng_run")
     warnings: list[str] = []
     ensure_requirements(  # before the check: it imports every app.py, and so their packages
         config,
-        install=install_option(config),
-        dry_run=dry_run,
+        install=options.install_requirements,
+        dry_run=options.dry_run,
         say=lambda text: console.print(text, markup=False, highlight=False, soft_wrap=True),
         warn=warnings.append,
     )
     print_warnings(warnings + check_instances(config))  # what start-up would refuse is refused here
-    if dry_run:
+    if options.dry_run:
         plan = plan_stack(config, run_dir=Path(tempfile.gettempdir()) / "ng_run-dry-run")
         _print_engine_plan(plan, console)
         console.print(plan_table(plan))
@@ -90,7 +86,8 @@ def launch(config: ComposedConfig, *, console: Console, sink: LineSink | None = 
     def show(stack: Stack) -> None:
         console.print(ready_table(stack.plan, stack.servers_status(), stack.ready_s, stack.engines.rows()))
 
-    return run_stack(plan, on_ready=show, ready_file=_ready_file(config), sink=sink, backend=backend)
+    ready_file = options.ready_file.expanduser().resolve() if options.ready_file else None
+    return run_stack(plan, on_ready=show, ready_file=ready_file, sink=sink, backend=backend)
 
 
 def plan_and_connect(config: ComposedConfig) -> tuple[StackPlan, RayBackend | None]:
@@ -157,14 +154,3 @@ def run_stack(
                 ready_file.unlink(missing_ok=True)
         assert signals.signum is not None
         return exit_code_for(signals.signum)
-
-
-def _ready_file(config: ComposedConfig) -> Path | None:
-    value = config.get("ready_file")
-    if value is None:
-        return None
-    if not isinstance(value, str) or not value:
-        raise ConfigError(
-            f"ready_file: expected a file path, got {value!r}", hint="+ready_file=/tmp/stack.json"
-        )
-    return Path(value).expanduser().resolve()

@@ -30,6 +30,7 @@ def report_config_from(composed: ComposedConfig) -> ReportConfig:
     return command_options(
         composed,
         ReportConfig,
+        command="ng_report",
         asks={
             "input_jsonl_fpath": (
                 "which rollouts file to report on?",

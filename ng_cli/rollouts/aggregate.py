@@ -14,16 +14,19 @@ shard first (`ng_cli.outputs`), and written whole.
 from __future__ import annotations
 
 import glob
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import ClassVar
 
 import orjson
-from pydantic import BaseModel, ConfigDict
 
-from ng_cli.config.command_options import command_options
+from ng_cli.config.command_options import CommandOptions, command_options
 from ng_cli.config.compose import ComposedConfig
-from ng_cli.errors import ConfigError, DataError
+from ng_cli.config.nemo_gym_options import NotOffered
+from ng_cli.errors import DataError
 from ng_cli.outputs import check_outputs, reads, write_atomically, write_bytes_atomically, writes
+from ng_cli.rollouts.config import NOT_OFFERED
 from ng_cli.rollouts.materialized import aggregate_entries, read_rows
 from ng_cli.rollouts.results import ROLLOUT_KEY, TASK_KEY
 from ng_cli.rollouts.resume import OutputPaths
@@ -36,17 +39,9 @@ __all__ = [
     "expand_input_glob",
 ]
 
-NOT_OFFERED = {
-    "count_failure_classes_as_zero": "NeMo Gym's failure classes are not ours (see docs/collecting.md)",
-    "count_missing_rollouts_as_zero": "a missing rollout is missing data here, never a zero",
-}
-"""NeMo Gym aggregation options refused by name, with the reason."""
 
-
-class AggregateConfig(BaseModel):
+class AggregateConfig(CommandOptions):
     """NeMo Gym's `RolloutAggregationConfig`, less its health checks (there are none here)."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
 
     input_glob: str
     """A glob, or comma-separated globs, matching the rollout shards."""
@@ -56,6 +51,16 @@ class AggregateConfig(BaseModel):
     """Write the shards' rows into `output_jsonl_fpath` (else only the metrics)."""
     disable_health_check: bool = False
     """Accepted for NeMo Gym's command lines; there is no health check to disable here."""
+
+    not_offered: ClassVar[Mapping[str, NotOffered]] = {
+        key: NOT_OFFERED[key]
+        for key in (
+            "count_failure_classes_as_zero",
+            "count_missing_rollouts_as_zero",
+            "health_check_workers",
+            "health_check_ignored_checks",
+        )
+    }
 
 
 @dataclass(frozen=True)
@@ -67,13 +72,12 @@ class AggregateResult:
 
 
 def aggregate_config_from(composed: ComposedConfig) -> AggregateConfig:
-    for key, why in NOT_OFFERED.items():
-        if key in composed.tree:
-            raise ConfigError(f"{key}: not offered by ng_aggregate_rollouts: {why}")
+    """ng_aggregate_rollouts' options."""
     example = "ng_aggregate_rollouts +input_glob='results/rollouts-*.jsonl' +output_jsonl_fpath=results/rollouts.jsonl"
     return command_options(
         composed,
         AggregateConfig,
+        command="ng_aggregate_rollouts",
         asks={
             "input_glob": ("which shards? give a glob of rollout files", example),
             "output_jsonl_fpath": ("where do the merged rollouts go?", example),

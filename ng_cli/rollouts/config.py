@@ -1,36 +1,133 @@
-"""`CollectConfig`: the options of `ng_collect_rollouts`, read from the composed config tree.
+"""The options of `ng_collect_rollouts` (`CollectConfig`) and `ng_e2e_collect_rollouts` (`E2EOptions`).
 
-The command takes Hydra-style overrides like every other command (`+num_repeats=4`), so these
-keys can also live in a YAML file named by `+config_paths=[...]`. Only the keys below are read;
-the rest of the tree (server instances, `head_server`) is the stack's.
+The commands take Hydra-style overrides like every other command (`+num_repeats=4`), so these
+keys can also live in a YAML file named by `+config_paths=[...]`; they are read through
+`ng_cli.config.command_options` (unknown keys refused, NeMo Gym options we do not run refused by
+name). The rest of the tree (server instances) is the stack's.
 """
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, Self
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 
-from ng_cli.config.command_options import refuse_non_finite
+from ng_cli.config.command_options import CommandOptions, command_options
 from ng_cli.config.compose import ComposedConfig
-from ng_cli.config.sources import COMMAND_LINE
-from ng_cli.errors import ConfigError
+from ng_cli.config.nemo_gym_options import not_offered_table
+from ng_cli.config.run_options import RunOptions
 
-__all__ = ["COLLECT_OPTIONS", "DEFAULT_HEAD_SERVER_URL", "CollectConfig", "collect_config_from"]
+__all__ = [
+    "DEFAULT_HEAD_SERVER_URL",
+    "NOT_OFFERED",
+    "STACK_FILE_COMMANDS",
+    "CollectConfig",
+    "CollectOptions",
+    "E2EOptions",
+    "collect_config_from",
+]
 
 DEFAULT_HEAD_SERVER_URL = "http://127.0.0.1:11000"
 
+_SIDECAR = (
+    "here a failed rollout always goes to <stem>_failures.jsonl and the run goes on; a resume retries it"
+)
+_NO_HEALTH = "NeMo Gym's rollout health checks and their report; there are none here"
+NOT_OFFERED = not_offered_table(
+    {
+        "fan_out": (
+            "runs a row once per listed agent, numbering the copies as more repeats of one task; here a "
+            "task runs on one agent",
+            "collect once per agent, each into its own output: +agent_name=<agent> +output_jsonl_fpath=<agent>.jsonl",
+        ),
+        "input_glob": (
+            "is ng_aggregate_rollouts' option (the shards to aggregate), not the collector's",
+            "ng_aggregate_rollouts +input_glob='results/rollouts-*.jsonl' +output_jsonl_fpath=results/rollouts.jsonl",
+        ),
+        "prompt_config": (
+            "builds each row's input from a prompt template at rollout time; here rows are sent as written",
+            "render the prompts first: ng_materialize_prompts +input_jsonl_fpath=raw.jsonl "
+            "+prompt_config=prompt.yaml +output_jsonl_fpath=rows.jsonl, then collect from rows.jsonl",
+        ),
+        "interleave_repeats": (
+            "orders the repeats round by round; here rollouts are started task by task, "
+            "num_samples_in_parallel at a time",
+            "leave it out",
+        ),
+        "resume_from_cache": (
+            "skips the rollouts already in the output; here that is what running the same command again "
+            "always does (the fingerprint checks it is the same run)",
+            "run the same command again (+overwrite=true starts over)",
+        ),
+        "max_resident_rollout_tasks": (
+            "bounds the rollout tasks held by the driver; here at most num_samples_in_parallel exist at once",
+            "+num_samples_in_parallel=<n>",
+        ),
+        "retain_results_in_memory": (
+            "chooses whether results stay in memory; here they never do: each is written as it finishes",
+            "leave it out",
+        ),
+        "require_complete": (
+            "fails a run with missing rollouts; here the exit code is 1 whenever a rollout failed",
+            "check the exit code (0: all scored)",
+        ),
+        "disable_aggregation": (
+            "skips the aggregate metrics; here they are always written (<stem>_aggregate_metrics.json)",
+            "leave it out; ng_aggregate_rollouts re-aggregates shards",
+        ),
+        "disable_health_check": (f"skips {_NO_HEALTH}", "leave it out"),
+        "health_check_workers": (f"sizes {_NO_HEALTH}", "leave it out"),
+        "health_check_ignored_checks": (f"filters {_NO_HEALTH}", "leave it out"),
+        "count_failure_classes_as_zero": (
+            "scores failed rollouts as zero in the metrics; here a failed rollout is missing data, never a zero",
+            "read <stem>_failures.jsonl; ng_reward_profile +count_failures_as_zero=true counts them per task",
+        ),
+        "count_missing_rollouts_as_zero": (
+            "scores missing rollouts as zero; here a missing rollout is missing data, never a zero",
+            "resume the run until every rollout is scored",
+        ),
+        "route_failures_to_sidecar": (f"chooses where failures go; {_SIDECAR}", "leave it out"),
+        "rollout_collection_driver": (
+            "plugs in a custom collection procedure; here there is one collector",
+            "leave it out",
+        ),
+        "skills": ("mounts Agent Skills for the agent; not part of this project", "leave it out"),
+        "dispatch_budget_s": (
+            "stops dispatching after a time budget; here Ctrl-C or SIGTERM stops the run and keeps what "
+            "finished, and the same command resumes it",
+            "stop the run when you need to; run it again to resume",
+        ),
+        "drain_margin_s": ("only applies with dispatch_budget_s, which is not offered", "leave it out"),
+        "dispatch_longest_first": (
+            "orders a resumed run by recorded task durations; not recorded here",
+            "leave it out",
+        ),
+        "retry_terminal_timeouts": (
+            "retries timed-out rollouts marked terminal; here a resume retries every failed rollout",
+            "run the same command again",
+        ),
+        "retry_invalid_judge_responses": (
+            "moves rows with invalid judge responses back to the failures; judge failures are failures here",
+            "run the same command again",
+        ),
+        "upload_rollouts": (
+            "uploads rollouts to NeMo Gym's exporters (W&B, MLflow): network beyond the package registries",
+            "upload the output file yourself",
+        ),
+        "upload_rollouts_to_wandb": (
+            "uploads rollouts to W&B: network beyond the package registries",
+            "upload the output file yourself",
+        ),
+    }
+)
+"""NeMo Gym collector options not offered here: key -> why, and what to do instead."""
 
-class CollectConfig(BaseModel):
-    """What to collect, from which agent, how hard to try, and where to write it."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+class CollectOptions(CommandOptions):
+    """The collector's options but its input: `ng_collect_rollouts`' and `ng_e2e_collect_rollouts`'."""
 
-    input_jsonl_fpath: Path
-    """Input rows (JSONL), each with a `responses_create_params` object."""
     output_jsonl_fpath: Path
     """Where scored rollouts go; `_failures.jsonl`, `_fingerprint.json`, `_metrics.json` sit beside it."""
     agent_name: str | None = None
@@ -60,7 +157,9 @@ class CollectConfig(BaseModel):
     overwrite: bool = False
     """Start fresh: delete the output, failures and metrics files first."""
     head_server_url: str = DEFAULT_HEAD_SERVER_URL
-    """Where `ng_run`'s head server answers `GET /servers`."""
+    """Where `ng_run`'s head server answers `GET /servers` (else from `head_server`, else this)."""
+    head_server: dict[str, Any] | None = None
+    """{host, port} of the head server, as ng_run was given it (read for `head_server_url`'s default)."""
     agent_urls: dict[str, str] = Field(default_factory=dict)
     """Agent name -> base URL, used instead of asking the head server (scripts, tests)."""
     pass_threshold: float | None = None
@@ -74,8 +173,17 @@ class CollectConfig(BaseModel):
     max_staleness: int | None = Field(default=None, ge=0)
     """Flag rows whose model calls span more than this many weight updates (`stale: true`)."""
 
+    not_offered = NOT_OFFERED
+
+    @model_validator(mode="before")
+    @classmethod
+    def _head_url_default(cls, data: Any) -> Any:
+        if isinstance(data, Mapping) and data.get("head_server_url") is None and data.get("head_server"):
+            return {**data, "head_server_url": _head_url_from(data["head_server"])}
+        return data
+
     @model_validator(mode="after")
-    def _one_default_agent(self) -> CollectConfig:
+    def _one_default_agent(self) -> Self:
         default = self.agent_map.get("_default")
         if self.agent_name is not None and default is not None and default != self.agent_name:
             raise ValueError(
@@ -99,44 +207,36 @@ class CollectConfig(BaseModel):
         return {name: str(url).rstrip("/") for name, url in value.items()}
 
 
-_FIELDS = tuple(CollectConfig.model_fields)
-COLLECT_OPTIONS = frozenset(_FIELDS)
-"""The top-level keys ng_collect_rollouts reads (other commands accept them in shared files)."""
-_STACK_KEYS = frozenset({"head_server", "config_paths", "dotenv_path", "verbose", "dry_run", "ready_file"})
-"""Top-level keys other commands own; never mistaken for a misspelt collector option."""
+class CollectConfig(CollectOptions):
+    """What to collect, from which agent, how hard to try, and where to write it (`ng_collect_rollouts`)."""
+
+    input_jsonl_fpath: Path
+    """Input rows (JSONL), each with a `responses_create_params` object."""
 
 
-NOT_OFFERED = {
-    "fan_out": (
-        "runs a row once per listed agent, numbering the copies as more repeats of one task; here a "
-        "task runs on one agent",
-        "collect once per agent, each into its own output: +agent_name=<agent> +output_jsonl_fpath=<agent>.jsonl",
-    ),
-    "input_glob": (
-        "is ng_aggregate_rollouts' option (the shards to aggregate), not the collector's",
-        "ng_aggregate_rollouts +input_glob='results/rollouts-*.jsonl' +output_jsonl_fpath=results/rollouts.jsonl",
-    ),
-    "prompt_config": (
-        "builds each row's input from a prompt template at rollout time; here rows are sent as written",
-        "render the prompts first: ng_materialize_prompts +input_jsonl_fpath=raw.jsonl "
-        "+prompt_config=prompt.yaml +output_jsonl_fpath=rows.jsonl, then collect from rows.jsonl",
-    ),
-}
-"""NeMo Gym collector options not offered here: key -> (why, what to do instead)."""
+class E2EOptions(CollectOptions):
+    """`ng_e2e_collect_rollouts`: the collector's options, the split of the config's datasets as its
+    input, and the stack's `ray` block (the stack starts as ng_run starts it)."""
 
+    split: Literal["example", "validation", "train"]
+    """Which datasets of the config's agents to collect: every one of this type."""
+    ray: dict[str, Any] | str | None = None
+    """The Ray cluster to start the stack on, as for ng_run (docs/ray.md)."""
 
-def collect_config_from(composed: ComposedConfig) -> CollectConfig:
-    """Pick the collection keys out of the composed tree; a bad value is a ConfigError naming it."""
-    _refuse_not_offered(composed)
-    _reject_near_misses(composed)
-    values = {key: composed.tree[key] for key in _FIELDS if composed.tree.get(key) is not None}
-    refuse_non_finite(values, composed.sources)
-    if "head_server_url" not in values:
-        values["head_server_url"] = _head_url_from(composed.get("head_server"))
-    try:
-        return CollectConfig.model_validate(values)
-    except ValidationError as exc:
-        raise _config_error(exc, composed) from exc
+    not_offered = not_offered_table(
+        {
+            **{key: (value.why, value.instead) for key, value in NOT_OFFERED.items()},
+            "input_jsonl_fpath": (
+                "names the input file; here the input is the config's datasets of +split",
+                "to collect from a file of your own, start the stack with ng_run and use ng_collect_rollouts",
+            ),
+            "reuse_existing_data_preparation": (
+                "reuses a previous collation; here the split is collated again on every run (it is cheap, and "
+                "the collector's fingerprint check sees the same input)",
+                "leave it out",
+            ),
+        }
+    )
 
 
 def _head_url_from(block: Any) -> str:
@@ -148,48 +248,27 @@ def _head_url_from(block: Any) -> str:
     return f"http://{host}:{block['port']}"
 
 
-def _refuse_not_offered(composed: ComposedConfig) -> None:
-    """A NeMo Gym option we do not run is refused by name, never ignored."""
-    for key, (why, instead) in NOT_OFFERED.items():
-        if key in composed.tree:
-            raise ConfigError(
-                f"{_origin(composed, key)}  {key}: not offered by ng_collect_rollouts: NeMo Gym's +{key} {why}",
-                hint=instead,
-            )
+STACK_FILE_COMMANDS: dict[str, type[CommandOptions]] = {
+    "ng_run": RunOptions,
+    "ng_collect_rollouts": CollectConfig,
+    "ng_e2e_collect_rollouts": E2EOptions,
+}
+"""Commands that read the same config files (a stack, and what to collect from it): each accepts the
+others' keys when a file sets them (`command_options`' `shared`)."""
+
+_EXAMPLE = "ng_collect_rollouts +agent_name=<agent> +input_jsonl_fpath=in.jsonl +output_jsonl_fpath=out.jsonl"
 
 
-def _reject_near_misses(composed: ComposedConfig) -> None:
-    """`+num_repeat=4` must not be ignored silently: a top-level key close to one of ours is an error."""
-    for key in composed.tree:
-        if key in _FIELDS or key in _STACK_KEYS or key in composed.instances:
-            continue
-        close = difflib.get_close_matches(key, _FIELDS, n=1, cutoff=0.8)
-        if close:
-            where = _origin(composed, key)
-            raise ConfigError(f"{where}  {key}: unknown option", hint=f"did you mean +{close[0]}=...?")
-
-
-def _origin(composed: ComposedConfig, key: str) -> str:
-    """Where a key (or, for a dict, its first child) was set."""
-    found = composed.sources.lookup(key)
-    if found:
-        return found
-    children = (origin for dotted, origin in composed.sources.items() if dotted.startswith(key + "."))
-    return next(children, COMMAND_LINE)
-
-
-def _config_error(exc: ValidationError, composed: ComposedConfig) -> ConfigError:
-    problems = []
-    for error in exc.errors():
-        key = ".".join(str(part) for part in error["loc"]) or "?"
-        where = _origin(composed, key)
-        value = repr(error.get("input"))
-        shown = "" if error["type"] == "missing" or value in error["msg"] else f", got {value}"
-        problems.append(f"{where}  {key}: {error['msg']}{shown}")
-    missing = [p for p in problems if "Field required" in p]
-    hint = (
-        "ng_collect_rollouts +agent_name=<agent> +input_jsonl_fpath=in.jsonl +output_jsonl_fpath=out.jsonl"
-        if missing
-        else None
+def collect_config_from(composed: ComposedConfig) -> CollectConfig:
+    """ng_collect_rollouts' options; ng_run's and ng_e2e_collect_rollouts' keys are accepted from the
+    config files the three share."""
+    return command_options(
+        composed,
+        CollectConfig,
+        command="ng_collect_rollouts",
+        asks={
+            "input_jsonl_fpath": ("which rows to collect? (input_jsonl_fpath, output_jsonl_fpath)", _EXAMPLE),
+            "output_jsonl_fpath": ("where do the rollouts go? (output_jsonl_fpath)", _EXAMPLE),
+        },
+        shared=STACK_FILE_COMMANDS,
     )
-    return ConfigError("\n".join(problems), hint=hint)

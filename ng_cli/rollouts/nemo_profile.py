@@ -19,10 +19,9 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict
 
-from ng_cli.config.compose import ComposedConfig
-from ng_cli.errors import ConfigError, DataError
+from ng_cli.errors import DataError
 from ng_cli.outputs import check_outputs, reads, write_atomically, writes
 from ng_cli.rollouts.results import ROLLOUT_KEY, TASK_KEY
 from ng_cli.rollouts.reward_stats import profile_from_data, rollout_numbers
@@ -30,7 +29,6 @@ from ng_cli.rollouts.reward_stats import profile_from_data, rollout_numbers
 __all__ = [
     "NemoProfileConfig",
     "NemoProfileResult",
-    "nemo_profile_config_from",
     "nemo_profile_paths",
     "profile_like_nemo_gym",
 ]
@@ -41,7 +39,7 @@ Key = tuple[Any, Any]
 class NemoProfileConfig(BaseModel):
     """NeMo Gym's `RewardProfileConfig`."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
 
     materialized_inputs_jsonl_fpath: Path
     """The collector's `<stem>_materialized_inputs.jsonl`."""
@@ -62,44 +60,6 @@ class NemoProfileResult:
     complete_tasks: int
     partial_tasks: int
     missing_tasks: int
-
-
-_OUR_FORM = (
-    "input_jsonl_fpath",
-    "output_jsonl_fpath",
-    "keep_pass_rate",
-    "count_failures_as_zero",
-    "pass_threshold",
-)
-
-
-def nemo_profile_config_from(config: ComposedConfig) -> NemoProfileConfig | None:
-    """NeMo Gym's form when `materialized_inputs_jsonl_fpath` is given, else None (ours)."""
-    if config.tree.get("materialized_inputs_jsonl_fpath") is None:
-        return None
-    mixed = [key for key in _OUR_FORM if config.tree.get(key) is not None]
-    if mixed:
-        raise ConfigError(
-            f"materialized_inputs_jsonl_fpath (NeMo Gym's form) cannot be combined with {', '.join(mixed)} (ours)",
-            hint="NeMo Gym's: +materialized_inputs_jsonl_fpath=M +rollouts_jsonl_fpath=R; "
-            "ours: +input_jsonl_fpath=TASKS +rollouts_jsonl_fpath=R +output_jsonl_fpath=PROFILE",
-        )
-    values = {
-        key: config.tree[key] for key in NemoProfileConfig.model_fields if config.tree.get(key) is not None
-    }
-    try:
-        return NemoProfileConfig.model_validate(values)
-    except ValidationError as exc:
-        problems = [
-            f"{'.'.join(str(p) for p in error['loc'])}: {error['msg']}"
-            + ("" if error["type"] == "missing" else f", got {error.get('input')!r}")
-            for error in exc.errors()
-        ]
-        raise ConfigError(
-            "\n".join(problems),
-            hint="ng_reward_profile +materialized_inputs_jsonl_fpath=<stem>_materialized_inputs.jsonl "
-            "+rollouts_jsonl_fpath=<stem>.jsonl",
-        ) from exc
 
 
 def nemo_profile_paths(rollouts: Path) -> tuple[Path, Path, Path]:

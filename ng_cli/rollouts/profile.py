@@ -15,7 +15,6 @@ tasks and rollouts (a few numbers each), never with the size of the rows.
 
 from __future__ import annotations
 
-import difflib
 import hashlib
 import math
 from collections.abc import Iterator
@@ -24,26 +23,31 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, field_validator
 
-from ng_cli.config.command_options import refuse_non_finite
-from ng_cli.config.compose import ComposedConfig
-from ng_cli.errors import ConfigError, DataError
+from ng_cli.errors import DataError
 from ng_cli.outputs import check_outputs, reads, write_atomically, writes
 from ng_cli.rollouts.failures import read_failures
 from ng_cli.rollouts.metrics import passes
 from ng_cli.rollouts.results import ROLLOUT_KEY, TASK_KEY, read_results
 from ng_cli.rollouts.resume import OutputPaths
 
-__all__ = ["ProfileConfig", "ProfileResult", "TaskStats", "profile_config_from", "profile_rewards"]
+__all__ = ["ProfileConfig", "ProfileResult", "TaskStats", "check_pass_rate_range", "profile_rewards"]
 
 _HASH_CHUNK_BYTES = 1 << 20
 
 
-class ProfileConfig(BaseModel):
-    """The options of `ng_reward_profile`."""
+def check_pass_rate_range(cls: Any, value: tuple[float, float] | None) -> tuple[float, float] | None:
+    """`keep_pass_rate`'s rule: [lo, hi] with 0 <= lo <= hi <= 1."""
+    if value is not None and not 0.0 <= value[0] <= value[1] <= 1.0:
+        raise ValueError(f"expected [lo, hi] with 0 <= lo <= hi <= 1, got {list(value)}")
+    return value
 
-    model_config = ConfigDict(extra="ignore", frozen=True)
+
+class ProfileConfig(BaseModel):
+    """What to profile (`ng_reward_profile`'s form of our own; its options: `RewardProfileOptions`)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
 
     input_jsonl_fpath: Path
     """The tasks: the input the rollouts were collected from."""
@@ -58,12 +62,7 @@ class ProfileConfig(BaseModel):
     count_failures_as_zero: bool = False
     """Count a failed rollout as reward 0 instead of leaving it out."""
 
-    @field_validator("keep_pass_rate")
-    @classmethod
-    def _range(cls, value: tuple[float, float] | None) -> tuple[float, float] | None:
-        if value is not None and not 0.0 <= value[0] <= value[1] <= 1.0:
-            raise ValueError(f"expected [lo, hi] with 0 <= lo <= hi <= 1, got {list(value)}")
-        return value
+    _range = field_validator("keep_pass_rate")(check_pass_rate_range)
 
 
 @dataclass(slots=True)
@@ -121,30 +120,6 @@ class ProfileResult:
     dropped_low: int
     dropped_high: int
     no_rollouts: int
-
-
-def profile_config_from(config: ComposedConfig) -> ProfileConfig:
-    """Pick the profile keys out of the composed tree; a bad value is a ConfigError naming it."""
-    for key in config.tree:
-        close = difflib.get_close_matches(key, list(ProfileConfig.model_fields), n=1, cutoff=0.8)
-        if close and close[0] != key:
-            raise ConfigError(f"{key}: unknown option", hint=f"did you mean +{close[0]}=...?")
-    values = {key: config.tree[key] for key in ProfileConfig.model_fields if config.tree.get(key) is not None}
-    refuse_non_finite(values, config.sources)
-    try:
-        return ProfileConfig.model_validate(values)
-    except ValidationError as exc:
-        problems = [
-            f"{'.'.join(str(p) for p in error['loc'])}: {error['msg']}"
-            + ("" if error["type"] == "missing" else f", got {error.get('input')!r}")
-            for error in exc.errors()
-        ]
-        raise ConfigError(
-            "\n".join(problems),
-            hint="ng_reward_profile +input_jsonl_fpath=TASKS +rollouts_jsonl_fpath=ROLLOUTS +output_jsonl_fpath=PROFILE, "
-            "or NeMo Gym's form: +materialized_inputs_jsonl_fpath=<stem>_materialized_inputs.jsonl "
-            "+rollouts_jsonl_fpath=<stem>.jsonl",
-        ) from exc
 
 
 def profile_rewards(config: ProfileConfig) -> ProfileResult:

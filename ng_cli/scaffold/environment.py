@@ -49,6 +49,9 @@ RESERVED_NAMES = frozenset(
         *("rollout_timeout_s", "max_attempts", "retry_backoff_s", "retry_max_backoff_s", "overwrite"),
         *("pass_threshold", "progress_interval_s", "report", "keep_pass_rate", "count_failures_as_zero"),
         *("model_server", "path", "version", "timeout_s", "max_staleness", "agent_map"),
+        *("input_glob", "merge_shards", "disable_health_check", "prompt_config", "probe_timeout_s", "strict"),
+        *("materialized_inputs_jsonl_fpath", "allow_partial_rollouts", "format", "outdated"),
+        *("max_output_tokens", "output", "run_dir"),
         # NeMo Gym's reserved top-level keys (global_config.py), never server instances there
         *("default_host", "disallowed_ports", "head_server_deps", "python_version", "pip_install_verbose"),
         *(

@@ -28,6 +28,7 @@ def check_tokens_config_from(composed: ComposedConfig) -> CheckTokensConfig:
     return command_options(
         composed,
         CheckTokensConfig,
+        command="ng_check_tokens",
         asks={
             "input_jsonl_fpath": (
                 "which rollouts file to check?",

@@ -121,10 +121,10 @@ def test_a_bad_mode_and_a_missing_output_dir_are_config_errors(repo: tuple[Path,
         "ng_prepare_data", *config_args(root), "+output_dirpath=out", "+mode=train", cwd=root, env=env
     )
     assert bad_mode.returncode == 2
-    assert "mode: expected one of train_preparation, example_validation, got 'train'" in bad_mode.stderr
+    assert "mode: Input should be 'train_preparation' or 'example_validation', got 'train'" in bad_mode.stderr
     no_dir = ng("ng_prepare_data", *config_args(root), "+mode=example_validation", cwd=root, env=env)
     assert no_dir.returncode == 2
-    assert "output_dirpath: expected a directory path" in no_dir.stderr
+    assert "output_dirpath: where do the collated splits go?" in no_dir.stderr
 
 
 def peak_rss_kib(command: list[str], *, cwd: Path, env: dict[str, str]) -> tuple[int, int]:

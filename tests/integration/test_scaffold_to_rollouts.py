@@ -186,9 +186,12 @@ def test_ctrl_c_keeps_finished_rollouts_leaves_no_process_and_resumes(tmp_path: 
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["+split=training"], "split: expected one of train, validation, example, got 'training'"),
+        (["+split=training"], "split: Input should be 'example', 'validation' or 'train', got 'training'"),
         (["+split=train"], "no such file"),
-        (["+split=example", "+input_jsonl_fpath=x.jsonl"], "input_jsonl_fpath: not an option here"),
+        (
+            ["+split=example", "+input_jsonl_fpath=x.jsonl"],
+            "input_jsonl_fpath: not offered by ng_e2e_collect_rollouts",
+        ),
         (["+split=example", "+num_repeat=3"], "did you mean +num_repeats"),
     ],
 )

@@ -120,7 +120,7 @@ def test_every_installed_command_is_reachable_through_ng() -> None:
         if name in ("ng", "gym"):
             assert target == "ng_cli.commands.umbrella:main"
             continue
-        command = name.removeprefix("ng_")
+        command = name.removeprefix("nemo_gym_").removeprefix("ng_")
         if command in NOT_OFFERED:
             assert target == "ng_cli.commands.not_offered:main"
         else:

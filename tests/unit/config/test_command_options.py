@@ -21,7 +21,7 @@ from ng_cli.launcher.plan import read_seconds
 from ng_cli.launcher.ray_config import read_ray_config
 from ng_cli.report.config import report_config_from
 from ng_cli.rollouts.config import collect_config_from
-from ng_cli.rollouts.profile import profile_config_from
+from ng_cli.rollouts.profile_options import RewardProfileOptions
 from ng_cli.upstream.config import VllmModelConfig
 
 COLLECT = ["+input_jsonl_fpath=in.jsonl", "+output_jsonl_fpath=out.jsonl"]
@@ -29,7 +29,11 @@ PROFILE = ["+input_jsonl_fpath=in.jsonl", "+rollouts_jsonl_fpath=r.jsonl", "+out
 
 
 def update_weights_options(composed: ComposedConfig) -> UpdateWeightsOptions:
-    return command_options(composed, UpdateWeightsOptions, asks={})
+    return command_options(composed, UpdateWeightsOptions, command="ng_update_weights")
+
+
+def profile_config_from(composed: ComposedConfig) -> RewardProfileOptions:
+    return command_options(composed, RewardProfileOptions, command="ng_reward_profile")
 
 
 @pytest.fixture(autouse=True)

@@ -60,8 +60,7 @@ def test_a_misspelt_option_is_an_error_not_ignored(tmp_path: Path) -> None:
     write_jsonl(tmp_path / "out.jsonl", [rollout_row(0, 0, 1.0)])
     code, output = invoke("+input_jsonl_fpath=out.jsonl", "+output_html_path=x.html")
     assert code == 2
-    assert "output_html_path: unknown option" in output
-    assert "did you mean +output_html_fpath=...?" in output
+    assert "output_html_path: unknown option of ng_report (did you mean +output_html_fpath?)" in output
     assert not (tmp_path / "out_report.html").exists()
 
 

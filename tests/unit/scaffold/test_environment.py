@@ -64,22 +64,12 @@ def test_refuses_a_name_the_config_tree_reserves(name: str, tmp_path: Path) -> N
 
 
 def test_every_top_level_key_a_command_reads_is_reserved() -> None:
-    from ng_cli.commands.update_weights import UpdateWeightsOptions
-    from ng_cli.launcher.supervise import RUN_OPTIONS
-    from ng_cli.report.config import ReportConfig
-    from ng_cli.rollouts.config import COLLECT_OPTIONS
-    from ng_cli.rollouts.profile import ProfileConfig
-    from ng_cli.tokens.check_config import CheckTokensConfig
+    from ng_cli.config.command_options import CommonOptions, option_names
+    from tests.fixtures.commands import command_options_models
 
-    read = {*RUN_OPTIONS, *COLLECT_OPTIONS, "dotenv_path", "show_sources", "should_validate_data"}
-    read |= {
-        "mode",
-        "split",
-        "output_dirpath",
-        "entrypoint",
-    }  # ng_prepare_data, ng_e2e_collect_rollouts, ng_test
-    for options in (ReportConfig, CheckTokensConfig, ProfileConfig, UpdateWeightsOptions):
-        read |= set(options.model_fields)
+    read = set(option_names(CommonOptions)) | {"dotenv_path"}
+    for model in command_options_models().values():
+        read |= set(option_names(model))
     assert read - RESERVED_NAMES == set()
 
 
