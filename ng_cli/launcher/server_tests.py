@@ -117,7 +117,7 @@ def run_suite(folder: Path, *, pytest_args: Sequence[str] = (), capture: bool = 
             f"ng_test runs pytest with {sys.executable}, which does not have it",
             hint="install the dev extra: pip install -e '.[dev]' (scripts/test.sh does)",
         )
-    command = [sys.executable, "-m", "pytest", str(folder), *pytest_args]
+    command = [sys.executable, "-m", "pytest", *_plugins(folder), str(folder), *pytest_args]
     project = folder.resolve().parents[1]  # the root that holds <server_type>/<name>: ours, or the cwd
     started = time.monotonic()
     if not capture:
@@ -128,6 +128,15 @@ def run_suite(folder: Path, *, pytest_args: Sequence[str] = (), capture: bool = 
     )
     tail = deque((completed.stdout + completed.stderr).splitlines(), maxlen=40)
     return SuiteResult(folder, completed.returncode, time.monotonic() - started, tuple(tail))
+
+
+def _plugins(folder: Path) -> list[str]:
+    """NeMo Gym's servers' tests import `nemo_gym`: they run with our stand-ins loaded."""
+    from ng_cli.servers.loading import imports_nemo_gym
+
+    if any(imports_nemo_gym(path) for path in folder.glob("*.py")):
+        return ["-p", "ng_cli.nemo_gym_compat.pytest_plugin"]
+    return []
 
 
 def validate_example_data(folder: Path) -> int:

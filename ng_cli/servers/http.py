@@ -28,6 +28,7 @@ from ng_cli.errors import (
     UpstreamUnavailableError,
 )
 from ng_cli.servers.deadline import DEADLINE_HEADER, remaining_s
+from ng_cli.servers.session import RolloutCookies
 from ng_cli.servers.sse import MAX_EVENT_BYTES, iter_lines, iter_sse_json
 
 __all__ = ["HttpClient", "RetryPolicy", "Timeouts", "error_envelope", "is_retryable"]
@@ -168,6 +169,8 @@ class HttpClient:
                 method, url, data=data, headers=all_headers, timeout=timeouts.to_aiohttp()
             ) as response:
                 body = await response.read()
+                if isinstance(cookies, RolloutCookies) and response.cookies:
+                    cookies.keep({name: morsel.value for name, morsel in response.cookies.items()})
                 if response.status >= 400:
                     raise _http_error(method, url, response.status, body.decode("utf-8", "replace"))
         return _decoded_json(body, f"{method} {url}") if body else None
