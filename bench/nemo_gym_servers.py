@@ -34,6 +34,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from fastapi import Request
+
 REPO = Path(__file__).resolve().parents[1]
 RESULTS = REPO / "bench" / "results" / "nemo_gym_servers.json"
 PURE_PACKAGES = {"pydantic", "fastapi", "pyyaml", "numpy", "jsonschema", "math-verify", "uvicorn", "rich"}
@@ -192,7 +194,7 @@ def _stub_judge_app() -> Any:
     app = build_app("stub_judge")
 
     @app.post("/v1/responses")
-    async def responses(request: Any) -> JSONResponse:
+    async def responses(request: Request) -> JSONResponse:
         body = await read_json_object(request)
         output = [assistant_message(STUB_JUDGE_TEXT)]
         return JSONResponse(
@@ -210,7 +212,7 @@ def _stub_judge_app() -> Any:
         )
 
     @app.post("/v1/chat/completions")
-    async def chat(request: Any) -> JSONResponse:
+    async def chat(request: Request) -> JSONResponse:
         await read_json_object(request)
         return JSONResponse(
             {
@@ -319,7 +321,7 @@ def run_one(root: Path, name: str, max_rows: int) -> dict[str, Any]:
                 rewards, problems = [], Counter[str]()
                 for row in rows:
                     result["rows"] += 1
-                    answer = httpx.post(f"{stack.agent_url}/run", json=row, timeout=120)
+                    answer = httpx.post(f"{stack.agent_url}/run", json=row, timeout=60)
                     body = (
                         answer.json()
                         if answer.headers.get("content-type", "").startswith("application/json")
@@ -407,6 +409,9 @@ def main() -> None:
     parser.add_argument("--timeout-s", type=float, default=180.0)
     parser.add_argument("--categories", nargs="*", default=["pure", "second_model", "pypi", "infra"])
     parser.add_argument("--output", type=Path, default=RESULTS)
+    parser.add_argument(
+        "--in-process", action="store_true", help="one process for all (faster, less isolated)"
+    )
     parser.add_argument("--one", help=argparse.SUPPRESS)
     args = parser.parse_args()
     root = args.root.resolve()
@@ -435,10 +440,27 @@ def main() -> None:
                 "category": info["category"],
             }
     started = time.monotonic()
-    with ThreadPoolExecutor(max_workers=args.jobs) as pool:
-        for name, found in zip(
-            tried, pool.map(lambda n: _child(root, n, args.rows, args.timeout_s), tried), strict=True
-        ):
+
+    def attempt(name: str) -> dict[str, Any]:
+        if not args.in_process:
+            return _child(root, name, args.rows, args.timeout_s)
+        try:
+            return run_one(root, name, args.rows)
+        except BaseException as error:  # noqa: BLE001 - one server's failure is its row
+            info = classify(root / "resources_servers" / name)
+            reason = f"harness: {type(error).__name__}: {str(error)[:300]}"
+            return {
+                "starts": False,
+                "rows": 0,
+                "scored": 0,
+                "reward_mean": None,
+                "agent": info["agent"],
+                "reason": reason,
+                "category": info["category"],
+            }
+
+    with ThreadPoolExecutor(max_workers=1 if args.in_process else args.jobs) as pool:
+        for name, found in zip(tried, pool.map(attempt, tried), strict=True):
             results[name] = found
             print(
                 f"{name:45s} {found['category']:13s} starts={found['starts']!s:5s} rows={found['rows']} "

@@ -97,10 +97,11 @@ class NemoGymResourcesServer(ResourcesServer[NemoGymResourcesConfig]):
         their_config_class = self.nemo_gym_class.model_fields["config"].annotation
         assert isinstance(their_config_class, type)
         assert issubclass(their_config_class, BaseModel)
-        client = ServerClient(head_server_config=tree[HEAD_SERVER_KEY_NAME], global_config_dict=tree)
-        self.inner = self.nemo_gym_class(
-            config=their_config_class.model_validate(block), server_client=client
+        client = ServerClient.model_validate(
+            {"head_server_config": tree[HEAD_SERVER_KEY_NAME], "global_config_dict": tree}
         )
+        their_config = their_config_class.model_validate(block)
+        self.inner = self.nemo_gym_class.model_validate({"config": their_config, "server_client": client})
 
     def setup_routes(self, app: FastAPI) -> None:
         """None of ours: the NeMo Gym server's `setup_webserver()` adds its routes."""

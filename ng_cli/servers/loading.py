@@ -98,7 +98,7 @@ def _nemo_gym_server_class(module: ModuleType, module_name: str, app_path: Path)
         obj for obj in servers if not any(other is not obj and issubclass(other, obj) for other in servers)
     ]
     if len(leaves) == 1:
-        served: type[BaseServer] = leaves[0].__ng_server_class__()  # type: ignore[type-arg]
+        served: type[BaseServer] = leaves[0].__ng_server_class__()  # type: ignore[type-arg,attr-defined]
         return served
     from ng_cli.nemo_gym_compat import finder
 

@@ -182,13 +182,17 @@ class NeMoGymResponseCreateParamsNonStreaming(_Open):
 
 
 class NeMoGymResponse(_Open):
-    """A Responses API answer; `output_text` joins the text of its assistant messages."""
+    """A Responses API answer; `output_text` joins the text of its assistant messages.
 
-    id: str = ""
-    created_at: float = 0
-    model: str = ""
+    `id`, `created_at`, `model` and `output` are required, as in the SDK's model: an error body
+    parsed as a Response must fail, never read as an empty answer (a judge that failed would
+    otherwise score 0 instead of failing the row)."""
+
+    id: str
+    created_at: float
+    model: str
     object: Literal["response"] = "response"
-    output: list[NeMoGymResponseOutputItem] = Field(default_factory=list)
+    output: list[NeMoGymResponseOutputItem]
     parallel_tool_calls: bool = True
     tool_choice: Any = "auto"
     tools: list[dict[str, Any]] = Field(default_factory=list)
