@@ -292,7 +292,7 @@ def run_one(root: Path, name: str, max_rows: int) -> dict[str, Any]:
             result["reason"] = f"does not start: {type(error).__name__}: {str(error)[:300]}"
             return result
         try:
-            result["starts"] = httpx.get(f"{resources_url}/health", timeout=10).status_code == 200
+            result["starts"] = True  # serve_in_thread returned: the app started and accepts connections
             if info["agent"] != "simple_agent":
                 result["reason"] = f"pairs with {info['agent']}, not run by this harness"
                 return result
@@ -398,6 +398,15 @@ def _child(root: Path, name: str, rows: int, timeout_s: float) -> dict[str, Any]
     }
 
 
+def _write(output: Path, results: dict[str, Any]) -> dict[str, Any]:
+    ordered = {name: results[name] for name in sorted(results)}
+    output.parent.mkdir(parents=True, exist_ok=True)
+    tmp = output.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(ordered, indent=1, sort_keys=True) + "\n")
+    tmp.replace(output)
+    return ordered
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
@@ -439,6 +448,10 @@ def main() -> None:
                 else "a library other servers import, not a server",
                 "category": info["category"],
             }
+    if args.seed and args.seed.exists():
+        earlier = json.loads(args.seed.read_text())
+        results.update({name: found for name, found in earlier.items() if name in tried})
+        tried = [name for name in tried if name not in earlier]
     started = time.monotonic()
 
     def attempt(name: str) -> dict[str, Any]:
@@ -446,7 +459,7 @@ def main() -> None:
             return _child(root, name, args.rows, args.timeout_s)
         try:
             return run_one(root, name, args.rows)
-        except BaseException as error:  # noqa: BLE001 - one server's failure is its row
+        except BaseException as error:
             info = classify(root / "resources_servers" / name)
             reason = f"harness: {type(error).__name__}: {str(error)[:300]}"
             return {
@@ -462,16 +475,13 @@ def main() -> None:
     with ThreadPoolExecutor(max_workers=1 if args.in_process else args.jobs) as pool:
         for name, found in zip(tried, pool.map(attempt, tried), strict=True):
             results[name] = found
+            _write(args.output, results)  # after each server: a stopped run keeps what it measured
             print(
                 f"{name:45s} {found['category']:13s} starts={found['starts']!s:5s} rows={found['rows']} "
                 f"scored={found['scored']} mean={found['reward_mean']} {found['reason'] or ''}"[:220],
                 flush=True,
             )
-    ordered = {name: results[name] for name in sorted(results)}
-    args.output.parent.mkdir(parents=True, exist_ok=True)
-    tmp = args.output.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(ordered, indent=1, sort_keys=True) + "\n")
-    tmp.replace(args.output)
+    ordered = _write(args.output, results)
     table = Counter[tuple[str, str]]()
     for found in ordered.values():
         table[(found["category"], "servers")] += 1
