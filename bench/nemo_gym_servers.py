@@ -419,6 +419,9 @@ def main() -> None:
     parser.add_argument("--categories", nargs="*", default=["pure", "second_model", "pypi", "infra"])
     parser.add_argument("--output", type=Path, default=RESULTS)
     parser.add_argument(
+        "--seed", type=Path, help="an earlier results file: servers in it are kept, not run again"
+    )
+    parser.add_argument(
         "--in-process", action="store_true", help="one process for all (faster, less isolated)"
     )
     parser.add_argument("--one", help=argparse.SUPPRESS)
