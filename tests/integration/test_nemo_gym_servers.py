@@ -159,3 +159,65 @@ def test_a_judge_in_their_config_is_one_of_our_model_servers(judged_server: tupl
     judge.fail = True
     failed = httpx.post(f"{url}/verify", json={**row, "response": response}, timeout=60)
     assert failed.status_code == 500  # this server calls its judge without call_judge: no failsafe
+
+
+def test_call_judge_and_judge_failsafe_as_theirs(tmp_path: Path) -> None:
+    """`call_judge` against a real model-server stub; a failed call is a masked row, not a score."""
+    import asyncio
+
+    from ng_cli.nemo_gym_compat.api.base_resources_server import BaseVerifyRequest, BaseVerifyResponse
+    from ng_cli.nemo_gym_compat.api.judge import JudgeError, call_judge, judge_failsafe
+    from ng_cli.nemo_gym_compat.api.openai_utils import NeMoGymResponse
+    from ng_cli.nemo_gym_compat.api.server_utils import ServerClient, close_client_session
+
+    judge = StubJudge()
+    judge.verdict = "[[A=B]]"
+    with serve_in_thread(judge.app()) as judge_url:
+        port = int(judge_url.rsplit(":", 1)[1])
+        client = ServerClient.model_validate(
+            {
+                "head_server_config": {"host": "127.0.0.1", "port": 1},
+                "global_config_dict": {
+                    "judge": {"responses_api_models": {"x": {"host": "127.0.0.1", "port": port}}}
+                },
+            }
+        )
+        request = {"input": [{"role": "user", "content": "same?"}]}
+        body = BaseVerifyRequest.model_validate(
+            {
+                "responses_create_params": request,
+                "response": {"id": "r", "created_at": 0, "model": "m", "output": []},
+            }
+        )
+
+        async def verify(body: BaseVerifyRequest) -> BaseVerifyResponse:
+            verdict = await call_judge(
+                client,
+                server_name="judge",
+                url_path="/v1/responses",
+                json=request,
+                response_model=NeMoGymResponse,
+            )
+            return BaseVerifyResponse(**body.model_dump(), reward=float("[[A=B]]" in verdict.output_text))
+
+        async def both() -> tuple[Any, Any]:
+            try:
+                scored = await judge_failsafe(verify)(body=body)
+                judge.fail = True
+                with pytest.raises(JudgeError, match="500"):
+                    await call_judge(
+                        client,
+                        server_name="judge",
+                        url_path="/v1/responses",
+                        json=request,
+                        response_model=NeMoGymResponse,
+                    )
+                masked = await judge_failsafe(verify)(body=body)
+                return scored, masked
+            finally:
+                await close_client_session()
+
+        scored, masked = asyncio.run(both())
+    assert (scored.reward, scored.mask_sample) == (1.0, False)
+    row = orjson.loads(masked.body)
+    assert (row["reward"], row["mask_sample"], row["failure_kind"]) == (0.0, True, "judge_failed")
