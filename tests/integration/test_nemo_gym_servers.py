@@ -10,7 +10,13 @@
 
 from __future__ import annotations
 
+import json
+import os
 import re
+import signal
+import subprocess
+import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -34,10 +40,13 @@ from ng_cli.servers.testing import (
     tool_outputs,
 )
 from responses_api_agents.simple_agent.app import SimpleAgent
+from tests.fixtures.stub_vllm import StubProcess
 
 pytestmark = pytest.mark.integration
 
-ROOT = Path(__file__).resolve().parents[1] / "fixtures" / "nemo_gym_servers" / "resources_servers"
+NEMO_GYM_ROOT = Path(__file__).resolve().parents[1] / "fixtures" / "nemo_gym_servers"
+ROOT = NEMO_GYM_ROOT / "resources_servers"
+BIN = Path(sys.executable).parent
 COUNTER = ROOT / "example_session_state_mgmt"
 JUDGE = ROOT / "false_statement_judge"
 
@@ -221,3 +230,47 @@ def test_call_judge_and_judge_failsafe_as_theirs(tmp_path: Path) -> None:
     assert (scored.reward, scored.mask_sample) == (1.0, False)
     row = orjson.loads(masked.body)
     assert (row["reward"], row["mask_sample"], row["failure_kind"]) == (0.0, True, "judge_failed")
+
+
+def test_ng_run_from_their_root_collects_scored_rollouts(tmp_path: Path) -> None:
+    """Their config + a model config, from NeMo Gym's root: ng_run starts their app.py unchanged
+    and ng_collect_rollouts gets a reward for each of its example rows (an echo model: 0.0)."""
+    configs = [
+        "resources_servers/example_session_state_mgmt/configs/example_session_state_mgmt.yaml",
+        "responses_api_models/vllm_model/configs/vllm_model.yaml",
+    ]
+    with StubProcess() as engine:
+        (tmp_path / "env.yaml").write_text(
+            f"policy_base_url: {engine.base_url}\npolicy_api_key: stub-key\npolicy_model_name: stub-model\n"
+        )
+        env = {**os.environ, "NG_ENV_YAML": str(tmp_path / "env.yaml")}
+        ready, log_path = tmp_path / "ready.json", tmp_path / "ng_run.log"
+        with log_path.open("w") as log:
+            run = subprocess.Popen(
+                [str(BIN / "ng_run"), "+config_paths=[" + ",".join(configs) + "]", "++head_server.port=0", f"+ready_file={ready}"],
+                cwd=NEMO_GYM_ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+            )  # fmt: skip
+            try:
+                deadline = time.monotonic() + 120
+                while not ready.exists():
+                    assert run.poll() is None, log_path.read_text()
+                    assert time.monotonic() < deadline, log_path.read_text()
+                    time.sleep(0.05)
+                stack = json.loads(ready.read_text())
+                collect = subprocess.run(
+                    [
+                        str(BIN / "ng_collect_rollouts"),
+                        "+agent_name=example_session_state_mgmt_environment_server",
+                        f"+head_server_url={stack['head_url']}",
+                        f"+input_jsonl_fpath={COUNTER / 'data' / 'example.jsonl'}",
+                        f"+output_jsonl_fpath={tmp_path / 'out.jsonl'}",
+                    ],
+                    cwd=tmp_path, env=env, capture_output=True, text=True, timeout=180, check=False,
+                )  # fmt: skip
+            finally:
+                run.send_signal(signal.SIGTERM)
+                run.wait(timeout=30)
+    assert collect.returncode == 0, collect.stderr + log_path.read_text()
+    rows = [orjson.loads(line) for line in (tmp_path / "out.jsonl").read_bytes().splitlines()]
+    assert [type(row["reward"]) for row in rows] == [float] * 5
+    assert "example_session_state_mgmt" in log_path.read_text()
