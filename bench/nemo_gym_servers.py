@@ -24,13 +24,16 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import queue
 import re
+import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections import Counter
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -120,10 +123,10 @@ def classify(folder: Path) -> dict[str, Any]:
         category = "library"
     elif INFRA_IMPORTS.search(source) or any("git+" in r or "://" in r or r.startswith("-e") for r in extra):
         category = "infra"
-    elif extra:
-        category = "pypi"
     elif _model_refs(block):
         category = "second_model"
+    elif extra:
+        category = "pypi"
     else:
         category = "pure"
     return {
@@ -355,7 +358,17 @@ def run_one(root: Path, name: str, max_rows: int) -> dict[str, Any]:
 # ---------------------------------------------------------------- the parent: every server
 
 
-def _child(root: Path, name: str, rows: int, timeout_s: float) -> dict[str, Any]:
+def _failed(root: Path, name: str, reason: str) -> dict[str, Any]:
+    info = classify(root / "resources_servers" / name)
+    return {"starts": False, "rows": 0, "scored": 0, "reward_mean": None, "agent": info["agent"],
+            "reason": reason, "category": info["category"]}  # fmt: skip
+
+
+def _children(
+    root: Path, names: list[str], rows: int, timeout_s: float
+) -> Iterator[tuple[str, dict[str, Any]]]:
+    """Run the servers in child processes, many per child (imports are paid once); a child that
+    hangs on one server (`timeout_s` without a result) or dies is replaced for the rest."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
     with tempfile.TemporaryDirectory() as tmp:
         env_yaml = Path(tmp) / "env.yaml"
@@ -363,39 +376,38 @@ def _child(root: Path, name: str, rows: int, timeout_s: float) -> dict[str, Any]
             "policy_base_url: http://127.0.0.1:9/v1\npolicy_api_key: stub\npolicy_model_name: stub\n"
         )
         env["NG_ENV_YAML"] = str(env_yaml)
-        try:
-            done = subprocess.run(
-                [sys.executable, __file__, "--one", name, "--root", str(root), "--rows", str(rows)],
-                env=env,
-                capture_output=True,
-                text=True,
-                timeout=timeout_s,
-                check=False,
-            )
-        except subprocess.TimeoutExpired:
-            return {
-                "starts": False,
-                "rows": 0,
-                "scored": 0,
-                "reward_mean": None,
-                "agent": classify(root / "resources_servers" / name)["agent"],
-                "reason": f"timed out after {timeout_s:.0f} s",
-                "category": classify(root / "resources_servers" / name)["category"],
-            }
-    lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
-    if lines:
-        return dict(json.loads(lines[-1][len("RESULT ") :]))
-    tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
-    info = classify(root / "resources_servers" / name)
-    return {
-        "starts": False,
-        "rows": 0,
-        "scored": 0,
-        "reward_mean": None,
-        "agent": info["agent"],
-        "reason": f"harness child failed: {tail[:300]}",
-        "category": info["category"],
-    }
+        left = list(names)
+        while left:
+            command = [sys.executable, __file__, "--root", str(root), "--rows", str(rows), "--one", *left]
+            child = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                     text=True, start_new_session=True)  # fmt: skip
+            lines: queue.Queue[str | None] = queue.Queue()
+            threading.Thread(target=_pump, args=(child, lines), daemon=True).start()
+            while left:
+                try:
+                    line = lines.get(timeout=timeout_s)
+                except queue.Empty:
+                    yield left[0], _failed(root, left[0], f"timed out after {timeout_s:.0f} s")
+                    left.pop(0)
+                    break
+                if line is None:
+                    yield left[0], _failed(root, left[0], f"harness child died (exit {child.wait()})")
+                    left.pop(0)
+                    break
+                if line.startswith("RESULT "):
+                    name, _, found = line[len("RESULT ") :].partition(" ")
+                    left.remove(name)
+                    yield name, json.loads(found)
+            if child.poll() is None:
+                os.killpg(child.pid, signal.SIGKILL)
+                child.wait()
+
+
+def _pump(child: subprocess.Popen[str], lines: queue.Queue[str | None]) -> None:
+    assert child.stdout is not None
+    for line in child.stdout:
+        lines.put(line.rstrip("\n"))
+    lines.put(None)
 
 
 def _write(output: Path, results: dict[str, Any]) -> dict[str, Any]:
@@ -414,21 +426,22 @@ def main() -> None:
     )
     parser.add_argument("--only", nargs="*", default=None)
     parser.add_argument("--rows", type=int, default=5)
-    parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--timeout-s", type=float, default=180.0)
     parser.add_argument("--categories", nargs="*", default=["pure", "second_model", "pypi", "infra"])
     parser.add_argument("--output", type=Path, default=RESULTS)
     parser.add_argument(
         "--seed", type=Path, help="an earlier results file: servers in it are kept, not run again"
     )
-    parser.add_argument(
-        "--in-process", action="store_true", help="one process for all (faster, less isolated)"
-    )
-    parser.add_argument("--one", help=argparse.SUPPRESS)
+    parser.add_argument("--one", nargs="+", help=argparse.SUPPRESS)
     args = parser.parse_args()
     root = args.root.resolve()
     if args.one:
-        print("RESULT " + json.dumps(run_one(root, args.one, args.rows)), flush=True)
+        for name in args.one:
+            try:
+                found = run_one(root, name, args.rows)
+            except BaseException as error:
+                found = _failed(root, name, f"harness: {type(error).__name__}: {str(error)[:300]}")
+            print(f"RESULT {name} " + json.dumps(found), flush=True)
         return
     folders = sorted(
         p for p in (root / "resources_servers").iterdir() if p.is_dir() and not p.name.startswith((".", "_"))
@@ -453,37 +466,20 @@ def main() -> None:
             }
     if args.seed and args.seed.exists():
         earlier = json.loads(args.seed.read_text())
-        results.update({name: found for name, found in earlier.items() if name in tried})
+        for name, found in earlier.items():
+            if name in tried:  # the category is re-read: the files decide it, not the earlier run
+                results[name] = {**found, "category": classify(root / "resources_servers" / name)["category"]}
         tried = [name for name in tried if name not in earlier]
     started = time.monotonic()
 
-    def attempt(name: str) -> dict[str, Any]:
-        if not args.in_process:
-            return _child(root, name, args.rows, args.timeout_s)
-        try:
-            return run_one(root, name, args.rows)
-        except BaseException as error:
-            info = classify(root / "resources_servers" / name)
-            reason = f"harness: {type(error).__name__}: {str(error)[:300]}"
-            return {
-                "starts": False,
-                "rows": 0,
-                "scored": 0,
-                "reward_mean": None,
-                "agent": info["agent"],
-                "reason": reason,
-                "category": info["category"],
-            }
-
-    with ThreadPoolExecutor(max_workers=1 if args.in_process else args.jobs) as pool:
-        for name, found in zip(tried, pool.map(attempt, tried), strict=True):
-            results[name] = found
-            _write(args.output, results)  # after each server: a stopped run keeps what it measured
-            print(
-                f"{name:45s} {found['category']:13s} starts={found['starts']!s:5s} rows={found['rows']} "
-                f"scored={found['scored']} mean={found['reward_mean']} {found['reason'] or ''}"[:220],
-                flush=True,
-            )
+    for name, found in _children(root, tried, args.rows, args.timeout_s):
+        results[name] = found
+        _write(args.output, results)  # after each server: a stopped run keeps what it measured
+        print(
+            f"{name:45s} {found['category']:13s} starts={found['starts']!s:5s} rows={found['rows']} "
+            f"scored={found['scored']} mean={found['reward_mean']} {found['reason'] or ''}"[:220],
+            flush=True,
+        )
     ordered = _write(args.output, results)
     table = Counter[tuple[str, str]]()
     for found in ordered.values():
