@@ -237,6 +237,20 @@ def _stub_judge_app() -> Any:
 
 
 def run_one(root: Path, name: str, max_rows: int) -> dict[str, Any]:
+    """One server's run, then its modules and path entries forgotten: ng_run gives each server a
+    process of its own, so a helper module named like another server's (`util`) must not leak."""
+    path_before = list(sys.path)
+    try:
+        return _run_one(root, name, max_rows)
+    finally:
+        folder = str(root / "resources_servers" / name)
+        for module_name, module in list(sys.modules.items()):
+            if (getattr(module, "__file__", None) or "").startswith(folder + os.sep):
+                del sys.modules[module_name]
+        sys.path[:] = path_before
+
+
+def _run_one(root: Path, name: str, max_rows: int) -> dict[str, Any]:
     """Start one server under our framework and run its example rows (in this process)."""
     import httpx2 as httpx  # the HTTP client the project's dev environment has
 
@@ -282,6 +296,8 @@ def run_one(root: Path, name: str, max_rows: int) -> dict[str, Any]:
             )
             for _, ref_name in info["model_refs"]
         }
+        if getattr(server_class, "run_in_own_folder", False):
+            os.chdir(folder)  # as ng_run's server process does (and NeMo Gym's launcher)
         try:
             server = server_class(config, name=instance, servers=servers, session_secret=secret)
             app = server.build_app()

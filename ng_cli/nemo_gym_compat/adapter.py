@@ -78,6 +78,9 @@ class NemoGymResourcesServer(ResourcesServer[NemoGymResourcesConfig]):
     """Serves one NeMo Gym server object (`self.inner`) on our framework."""
 
     nemo_gym_class: ClassVar[type[SimpleServer]]
+    run_in_own_folder: ClassVar[bool] = True
+    """The server process works in the app's folder, as NeMo Gym starts it (`cd <folder> && python
+    app.py`): servers open their files by paths relative to it (`prompt_templates/judge.txt`)."""
 
     def __init__(
         self,

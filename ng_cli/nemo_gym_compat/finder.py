@@ -114,6 +114,11 @@ def install(roots: Iterable[Path] = ()) -> bool:
     if real_nemo_gym_origin(roots) is not None:
         return False
     sys.meta_path.insert(0, _FINDER)
+    for root in roots:  # `from nemo_gym import PARENT_DIR`: the root being served from
+        api = importlib.import_module(_API)  # standard library only
+        setattr(api, "PARENT_DIR", Path(root))  # noqa: B010 - a module's attribute, set by name
+        setattr(api, "CACHE_DIR", Path(root) / "cache")  # noqa: B010
+        break
     for name in [n for n in sys.modules if n == PACKAGE or n.startswith(PACKAGE + ".")]:
         del sys.modules[name]  # a half-imported source tree of NeMo Gym must not answer
     return True

@@ -14,6 +14,8 @@ not send NeMo Gym's own cookie back.
 from __future__ import annotations
 
 import asyncio
+import urllib.error
+import urllib.request
 from abc import abstractmethod
 from collections.abc import Callable
 from typing import Any, ClassVar
@@ -158,6 +160,27 @@ class ServerClient(BaseModel):
             block = get_first_server_config_dict(self.global_config_dict, server_name)
             cached = self._base_urls[server_name] = f"http://{block.host}:{block.port}"
         return cached
+
+    def _build_server_base_url(self, server_config_dict: Any) -> str:
+        return f"http://{server_config_dict['host']}:{server_config_dict['port']}"
+
+    def poll_for_status(self, server_name: str, *, timeout_seconds: float = 5) -> str:
+        """ "success" once the server answers at all (any status), as NeMo Gym's; blocking."""
+        try:
+            if server_name == HEAD_SERVER_KEY_NAME:
+                url = f"http://{self.head_server_config.host}:{self.head_server_config.port}"
+            else:
+                url = self._resolve_base_url(server_name)
+            urllib.request.urlopen(url, timeout=timeout_seconds).close()
+        except urllib.error.HTTPError:
+            return "success"
+        except TimeoutError:
+            return "timeout"
+        except urllib.error.URLError as error:
+            return "timeout" if isinstance(error.reason, TimeoutError) else "connection_error"
+        except Exception:
+            return "unknown_error"
+        return "success"
 
     async def request(
         self, server_name: str, url_path: str, method: str, **kwargs: Any
