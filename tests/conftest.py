@@ -10,3 +10,7 @@ Selecting subsets:
 NG_REQUIRE_ENGINE=1 and NG_REQUIRE_BROWSER=1 so that a missing engine or Chromium fails instead
 of skipping (the report's browser test needs `apt-get install chromium` and the `report-test` extra).
 """
+
+# NeMo Gym's own server tests, vendored unchanged as fixtures: they import `nemo_gym`, and run
+# only under `ng_test` (which loads the stand-ins), from tests/integration/test_nemo_gym_servers.py.
+collect_ignore_glob = ["fixtures/nemo_gym_servers/*"]

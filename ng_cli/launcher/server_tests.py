@@ -11,6 +11,7 @@ from __future__ import annotations
 import difflib
 import importlib.util
 import json
+import os
 import subprocess
 import sys
 import time
@@ -117,17 +118,31 @@ def run_suite(folder: Path, *, pytest_args: Sequence[str] = (), capture: bool = 
             f"ng_test runs pytest with {sys.executable}, which does not have it",
             hint="install the dev extra: pip install -e '.[dev]' (scripts/test.sh does)",
         )
-    command = [sys.executable, "-m", "pytest", str(folder), *pytest_args]
+    plugins = _plugins(folder)
+    command = [sys.executable, "-m", "pytest", *plugins, str(folder), *pytest_args]
     project = folder.resolve().parents[1]  # the root that holds <server_type>/<name>: ours, or the cwd
+    env = None
+    if plugins:  # NeMo Gym runs a server's tests in its folder (`cd <folder> && pytest`)
+        env = {**os.environ, "NG_NEMO_GYM_ROOT": str(project)}
+        project = folder.resolve()
     started = time.monotonic()
     if not capture:
-        code = subprocess.run(command, cwd=project, check=False).returncode
+        code = subprocess.run(command, cwd=project, env=env, check=False).returncode
         return SuiteResult(folder, code, time.monotonic() - started)
     completed = subprocess.run(
-        command, cwd=project, check=False, stdin=subprocess.DEVNULL, capture_output=True, text=True
+        command, cwd=project, env=env, check=False, stdin=subprocess.DEVNULL, capture_output=True, text=True
     )
     tail = deque((completed.stdout + completed.stderr).splitlines(), maxlen=40)
     return SuiteResult(folder, completed.returncode, time.monotonic() - started, tuple(tail))
+
+
+def _plugins(folder: Path) -> list[str]:
+    """NeMo Gym's servers' tests import `nemo_gym`: they run with our stand-ins loaded."""
+    from ng_cli.servers.loading import imports_nemo_gym
+
+    if any(imports_nemo_gym(path) for path in folder.glob("*.py")):
+        return ["-p", "ng_cli.nemo_gym_compat.pytest_plugin"]
+    return []
 
 
 def validate_example_data(folder: Path) -> int:

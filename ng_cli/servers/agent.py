@@ -23,7 +23,7 @@ from ng_cli.servers.agent_stream import AgentEvents, open_agent_stream
 from ng_cli.servers.app import JSONResponse, event_stream, read_json_object
 from ng_cli.servers.base import BaseServer
 from ng_cli.servers.http import RetryPolicy, Timeouts, is_retryable
-from ng_cli.servers.session import forwarded_cookies
+from ng_cli.servers.session import RolloutCookies, forwarded_cookies
 
 __all__ = ["AgentServer", "HopConfig", "checked_response"]
 
@@ -80,6 +80,9 @@ class AgentServer(BaseServer[AC]):
         params = row.get("responses_create_params")
         if not isinstance(params, dict):
             raise BadRequestError("the row has no 'responses_create_params' object")
+        cookies = RolloutCookies(
+            cookies
+        )  # a server's own session cookie travels to the rollout's later calls
         await self.http.post_json(f"{self.resources_url}/seed_session", row, cookies=cookies)
         response = await self.respond(params, cookies=cookies)
         verified = await self.http.post_json(
@@ -139,8 +142,6 @@ class AgentServer(BaseServer[AC]):
         payload: Any,
         cookies: dict[str, str],
         hop: HopConfig,
-        *,
-        set_cookies: dict[str, str] | None = None,
     ) -> Any:
         """POST to the resources server (`/<tool>`, `/step`, ...), retrying only a connection
         that failed (refused, reset, or a pooled keep-alive connection the server had just
@@ -149,9 +150,7 @@ class AgentServer(BaseServer[AC]):
         url = f"{self.resources_url}{path}"
         for attempt in range(1, hop.max_attempts + 1):
             try:
-                return await self.http.post_json(
-                    url, payload, cookies=cookies, timeouts=hop.timeouts(), set_cookies=set_cookies
-                )
+                return await self.http.post_json(url, payload, cookies=cookies, timeouts=hop.timeouts())
             except UpstreamUnavailableError:
                 if attempt == hop.max_attempts:
                     raise

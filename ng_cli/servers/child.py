@@ -30,6 +30,8 @@ _PR_SET_PDEATHSIG = 1
 def serve(spec: ServerSpec) -> None:
     """Build the server described by `spec` and serve until SIGINT/SIGTERM."""
     server_class = load_server_class(Path(spec.app_path))
+    if getattr(server_class, "run_in_own_folder", False):  # NeMo Gym's servers (nemo_gym_compat)
+        os.chdir(Path(spec.app_path).parent)
     check = BlockCheck(
         name=spec.name,
         server_type=spec.server_type,

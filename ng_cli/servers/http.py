@@ -28,6 +28,7 @@ from ng_cli.errors import (
     UpstreamUnavailableError,
 )
 from ng_cli.servers.deadline import DEADLINE_HEADER, remaining_s
+from ng_cli.servers.session import RolloutCookies
 from ng_cli.servers.sse import MAX_EVENT_BYTES, iter_lines, iter_sse_json
 
 __all__ = ["HttpClient", "RetryPolicy", "Timeouts", "error_envelope", "is_retryable"]
@@ -152,13 +153,8 @@ class HttpClient:
         headers: Mapping[str, str] | None = None,
         cookies: Mapping[str, str] | None = None,
         timeouts: Timeouts | None = None,
-        set_cookies: dict[str, str] | None = None,
     ) -> Any:
         """Send one request and return the decoded JSON body; raise the UpstreamError tree.
-
-        `set_cookies`, when given, receives the cookies the answer sets (`Set-Cookie`): the jar is
-        off, so a caller that must carry a server's own session cookie (NeMo Gym's environments
-        set one on `/reset`) collects it here and sends it back on its next call.
 
         Under a caller's deadline (`ng_cli.servers.deadline`), the timeouts are capped by what is
         left of it and the rest is forwarded in `X-NG-Deadline-S`; a passed deadline sends nothing.
@@ -173,8 +169,8 @@ class HttpClient:
                 method, url, data=data, headers=all_headers, timeout=timeouts.to_aiohttp()
             ) as response:
                 body = await response.read()
-                if set_cookies is not None:
-                    set_cookies.update({key: morsel.value for key, morsel in response.cookies.items()})
+                if isinstance(cookies, RolloutCookies) and response.cookies:
+                    cookies.keep({name: morsel.value for name, morsel in response.cookies.items()})
                 if response.status >= 400:
                     raise _http_error(method, url, response.status, body.decode("utf-8", "replace"))
         return _decoded_json(body, f"{method} {url}") if body else None

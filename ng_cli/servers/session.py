@@ -8,12 +8,20 @@ stack's secret so a client cannot pick another rollout's session by guessing its
 from __future__ import annotations
 
 import secrets as _random
+from collections.abc import Mapping
 
 from itsdangerous import BadSignature, Signer
 from starlette.requests import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-__all__ = ["SESSION_COOKIE", "SessionMiddleware", "SessionSigner", "forwarded_cookies", "session_id"]
+__all__ = [
+    "SESSION_COOKIE",
+    "RolloutCookies",
+    "SessionMiddleware",
+    "SessionSigner",
+    "forwarded_cookies",
+    "session_id",
+]
 
 SESSION_COOKIE = "ng_session"
 
@@ -94,3 +102,17 @@ def session_id(request: Request) -> str:
 def forwarded_cookies(request: Request) -> dict[str, str]:
     """Cookies to send downstream so the next server sees the same session."""
     return {SESSION_COOKIE: str(request.state.session_cookie)}
+
+
+class RolloutCookies(dict[str, str]):
+    """The cookies of one rollout: our `ng_session`, plus those a server sets during the rollout.
+
+    NeMo Gym's servers keep per-rollout state under their own session cookie (one per server,
+    set on the first call); a client that sends only its own cookie loses that state. The agent
+    passes one `RolloutCookies` to every call of a rollout, and `HttpClient` keeps each
+    `Set-Cookie` in it, so later calls send it back (our own cookie is never replaced)."""
+
+    def keep(self, set_cookies: Mapping[str, str]) -> None:
+        for name, value in set_cookies.items():
+            if name != SESSION_COOKIE:
+                self[name] = value

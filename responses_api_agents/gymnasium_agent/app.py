@@ -40,6 +40,7 @@ from ng_cli.errors import BadRequestError, InvalidOutputError
 from ng_cli.servers import AgentServer
 from ng_cli.servers.agent import HopConfig
 from ng_cli.servers.agent_stream import AgentEvents
+from ng_cli.servers.session import RolloutCookies
 from ng_cli.servers.trajectory import add_usage, input_items, user_message
 
 __all__ = ["EnvReset", "EnvStep", "GymnasiumAgent", "GymnasiumAgentConfig"]
@@ -92,10 +93,8 @@ class GymnasiumAgent(AgentServer[GymnasiumAgentConfig]):
         params = row.get("responses_create_params")
         if not isinstance(params, dict):
             raise BadRequestError("the row has no 'responses_create_params' object")
-        env_cookies = dict(cookies)
-        answer = await self.post_environment(
-            "/reset", row, env_cookies, self.config.env_call, set_cookies=env_cookies
-        )
+        env_cookies = RolloutCookies(cookies)  # keeps the environment's own Set-Cookie
+        answer = await self.post_environment("/reset", row, env_cookies, self.config.env_call)
         info = answer.get("info") if isinstance(answer, dict) else None
         closes = isinstance(info, dict) and info.get("supports_explicit_close") is True
         try:
@@ -145,9 +144,7 @@ class GymnasiumAgent(AgentServer[GymnasiumAgentConfig]):
             step_body = {**row, "response": response}
             if idempotent:
                 step_body["_ng_step_request_id"] = uuid.uuid4().hex
-            answer = await self.post_environment(
-                "/step", step_body, env_cookies, self.config.env_call, set_cookies=env_cookies
-            )
+            answer = await self.post_environment("/step", step_body, env_cookies, self.config.env_call)
             step = self._parsed(EnvStep, answer, "/step")
             total += step.reward
             if step.terminated or step.truncated:
@@ -166,7 +163,7 @@ class GymnasiumAgent(AgentServer[GymnasiumAgentConfig]):
         }
 
     async def _close(self, env_cookies: dict[str, str]) -> None:
-        await self.post_environment("/close", {}, env_cookies, self.config.env_call, set_cookies=env_cookies)
+        await self.post_environment("/close", {}, env_cookies, self.config.env_call)
 
     def _parsed(self, model: type[M], answer: Any, route: str) -> M:
         """The environment's answer as `model`, or an InvalidOutputError naming what is wrong."""

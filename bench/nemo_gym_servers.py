@@ -1,0 +1,516 @@
+"""Try every NeMo Gym resources server under our stack; write bench/results/nemo_gym_servers.json.
+
+    python bench/nemo_gym_servers.py --root /path/to/nemo_gym-0.7.0 [--only NAME ...] [--rows 5]
+
+For each folder of `<root>/resources_servers/` (NeMo Gym 0.7.0 unpacked: `pip download --no-deps
+--ignore-requires-python nemo_gym==0.7.0` and unzip), in a child process of its own:
+  1. its resources block (the first in its `configs/`, composed by our config code) is validated
+     and the server built and served by our framework (`ng_cli.servers.loading`: NeMo Gym's
+     imports answered by `ng_cli.nemo_gym_compat`);
+  2. our `simple_agent` runs its own `data/example.jsonl` rows (`--rows` at most), the policy
+     replaying the model turns NeMo Gym recorded in `data/example_rollouts.jsonl` for the same
+     prompt (an empty answer where there is none), and each `/run` answer's reward is kept;
+  3. a model-server reference other than the policy (a judge, a user simulator) points at a stub
+     judge on loopback answering `/v1/responses` and `/v1/chat/completions` with one fixed text
+     that carries the common verdict forms.
+A row is "scored" when `/run` answered a reward that is not masked (`mask_sample`). The JSON is
+{server: {"starts", "rows", "scored", "reward_mean", "agent", "reason", "category"}}; `category`
+is this script's reading of the server's needs (pure, second_model, pypi, infra), from its
+requirements.txt, imports and config, and is printed as counts at the end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import queue
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from fastapi import Request
+
+REPO = Path(__file__).resolve().parents[1]
+RESULTS = REPO / "bench" / "results" / "nemo_gym_servers.json"
+PURE_PACKAGES = {"pydantic", "fastapi", "pyyaml", "numpy", "jsonschema", "math-verify", "uvicorn", "rich"}
+INFRA_IMPORTS = re.compile(r"^\s*(from|import)\s+(nemo_gym\.sandbox|docker|playwright)\b", re.MULTILINE)
+STUB_JUDGE_TEXT = (
+    "Judgement: yes. [[A=B]] The answer is correct. GRADE: A. Verdict: CORRECT. "
+    "<points>2</points> \\boxed{1} Final score: 1"
+)
+
+
+def requirements(folder: Path) -> list[str]:
+    path = folder / "requirements.txt"
+    if not path.exists():
+        return []
+    names = []
+    for line in path.read_text().splitlines():
+        line = line.split("#", 1)[0].strip()
+        if not line or re.search(r"nemo[-_.]?gym", line, re.I) or line.startswith("-e ../"):
+            continue
+        names.append(line)
+    return names
+
+
+def config_files(folder: Path) -> list[Path]:
+    return sorted((folder / "configs").glob("*.yaml")) if (folder / "configs").is_dir() else []
+
+
+def _resources_block(path: Path, name: str) -> tuple[str, dict[str, Any]] | None:
+    import yaml
+
+    try:
+        tree = yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError:
+        return None
+    for instance, node in tree.items():
+        if isinstance(node, dict) and isinstance(node.get("resources_servers"), dict):
+            implementations = node["resources_servers"]
+            if name in implementations and isinstance(implementations[name], dict):
+                return str(instance), implementations[name]
+    return None
+
+
+def _agent_of(folder: Path, instance: str) -> str:
+    import yaml
+
+    for path in config_files(folder):
+        try:
+            tree = yaml.safe_load(path.read_text()) or {}
+        except yaml.YAMLError:
+            continue
+        for node in tree.values():
+            agents = node.get("responses_api_agents") if isinstance(node, dict) else None
+            for implementation, block in (agents or {}).items():
+                ref = block.get("resources_server") if isinstance(block, dict) else None
+                if isinstance(ref, dict) and ref.get("name") == instance:
+                    return str(implementation)
+    return "simple_agent"
+
+
+def _model_refs(node: Any, path: str = "") -> list[tuple[str, str]]:
+    """(key, instance) of every `{type: responses_api_models, name}` inside a block."""
+    found: list[tuple[str, str]] = []
+    if isinstance(node, dict):
+        if node.get("type") == "responses_api_models" and isinstance(node.get("name"), str):
+            return [(path, node["name"])]
+        for key, child in node.items():
+            found += _model_refs(child, f"{path}.{key}" if path else str(key))
+    elif isinstance(node, list):
+        for index, child in enumerate(node):
+            found += _model_refs(child, f"{path}[{index}]")
+    return found
+
+
+def classify(folder: Path) -> dict[str, Any]:
+    """What the server needs, read from its files (no import)."""
+    app = folder / "app.py"
+    source = "".join(p.read_text(errors="replace") for p in folder.glob("*.py"))
+    found = next((b for p in config_files(folder) if (b := _resources_block(p, folder.name))), None)
+    instance, block = found if found else (folder.name, {})
+    extra = [r for r in requirements(folder) if re.split(r"[<>=\[ ;@]", r)[0].lower() not in PURE_PACKAGES]
+    if not app.exists() or not found:
+        category = "library"
+    elif INFRA_IMPORTS.search(source) or any("git+" in r or "://" in r or r.startswith("-e") for r in extra):
+        category = "infra"
+    elif _model_refs(block):
+        category = "second_model"
+    elif extra:
+        category = "pypi"
+    else:
+        category = "pure"
+    return {
+        "category": category,
+        "instance": instance,
+        "agent": _agent_of(folder, instance),
+        "extra_packages": extra,
+        "model_refs": _model_refs(block),
+    }
+
+
+# ---------------------------------------------------------------- the child: one server's run
+
+
+def _first_user_text(items: Any) -> str:
+    if isinstance(items, str):
+        return items
+    for item in items or []:
+        if isinstance(item, dict) and item.get("role") == "user":
+            content = item.get("content")
+            if isinstance(content, str):
+                return content
+            return "".join(part.get("text", "") for part in content or [] if isinstance(part, dict))
+    return ""
+
+
+def _recorded_turns(folder: Path) -> dict[str, list[list[dict[str, Any]]]]:
+    """First user text -> the model's turns NeMo Gym recorded (output items between tool outputs)."""
+    path = folder / "data" / "example_rollouts.jsonl"
+    turns: dict[str, list[list[dict[str, Any]]]] = {}
+    if not path.exists():
+        return turns
+    for line in path.read_text().splitlines():
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        output = (row.get("response") or {}).get("output") or []
+        segments: list[list[dict[str, Any]]] = [[]]
+        for item in output:
+            if item.get("type") == "function_call_output":
+                if segments[-1]:
+                    segments.append([])
+            elif (
+                item.get("type") in ("message", "function_call", "reasoning")
+                and item.get("role", "assistant") == "assistant"
+            ):
+                segments[-1].append(item)
+        key = _first_user_text((row.get("responses_create_params") or {}).get("input"))
+        turns.setdefault(key, [s for s in segments if s])
+    return turns
+
+
+def _tool_rounds(items: Any) -> int:
+    rounds, previous = 0, None
+    for item in items if isinstance(items, list) else []:
+        kind = item.get("type") if isinstance(item, dict) else None
+        if kind == "function_call_output" and previous != "function_call_output":
+            rounds += 1
+        previous = kind
+    return rounds
+
+
+def _stub_judge_app() -> Any:
+    from ng_cli.servers.app import JSONResponse, build_app, read_json_object
+    from ng_cli.servers.testing import assistant_message
+
+    app = build_app("stub_judge")
+
+    @app.post("/v1/responses")
+    async def responses(request: Request) -> JSONResponse:
+        body = await read_json_object(request)
+        output = [assistant_message(STUB_JUDGE_TEXT)]
+        return JSONResponse(
+            {
+                "id": "resp_judge",
+                "object": "response",
+                "created_at": 0,
+                "model": body.get("model") or "judge",
+                "status": "completed",
+                "output": output,
+                "tools": [],
+                "parallel_tool_calls": True,
+                "tool_choice": "auto",
+            }
+        )
+
+    @app.post("/v1/chat/completions")
+    async def chat(request: Request) -> JSONResponse:
+        await read_json_object(request)
+        return JSONResponse(
+            {
+                "id": "chat_judge",
+                "object": "chat.completion",
+                "created": 0,
+                "model": "judge",
+                "choices": [
+                    {
+                        "index": 0,
+                        "finish_reason": "stop",
+                        "message": {"role": "assistant", "content": STUB_JUDGE_TEXT},
+                    }
+                ],
+            }
+        )
+
+    return app
+
+
+def run_one(root: Path, name: str, max_rows: int) -> dict[str, Any]:
+    """One server's run, then its modules and path entries forgotten: ng_run gives each server a
+    process of its own, so a helper module named like another server's (`util`) must not leak."""
+    path_before = list(sys.path)
+    try:
+        return _run_one(root, name, max_rows)
+    finally:
+        folder = str(root / "resources_servers" / name)
+        for module_name, module in list(sys.modules.items()):
+            if (getattr(module, "__file__", None) or "").startswith(folder + os.sep):
+                del sys.modules[module_name]
+        sys.path[:] = path_before
+
+
+def _run_one(root: Path, name: str, max_rows: int) -> dict[str, Any]:
+    """Start one server under our framework and run its example rows (in this process)."""
+    import httpx2 as httpx  # the HTTP client the project's dev environment has
+
+    from ng_cli.config.compose import compose_config
+    from ng_cli.servers.loading import load_server_class
+    from ng_cli.servers.spec import ServerAddress
+    from ng_cli.servers.testing import assistant_message, serve_agent, serve_in_thread
+    from responses_api_agents.simple_agent.app import SimpleAgent  # type: ignore[import-not-found]
+
+    folder = root / "resources_servers" / name
+    info = classify(folder)
+    result: dict[str, Any] = {
+        "starts": False,
+        "rows": 0,
+        "scored": 0,
+        "reward_mean": None,
+        "agent": info["agent"],
+        "reason": None,
+        "category": info["category"],
+    }
+    instance = info["instance"]
+    config_path = next(p for p in config_files(folder) if _resources_block(p, name))
+    os.chdir(root)
+    try:
+        composed = compose_config([f"+config_paths=[{config_path.relative_to(root)}]"], cwd=root)
+        block = dict(composed.instances[instance].block)
+    except Exception as error:  # a config ours cannot compose: NeMo Gym's own block, as written
+        _, block = _resources_block(config_path, name) or (instance, {})
+        result["config_note"] = f"composed raw: {str(error).splitlines()[0][:200]}"
+    try:
+        server_class = load_server_class(folder / "app.py")
+        config = server_class.validate_config(block, instance=instance)
+    except BaseException as error:
+        result["reason"] = (
+            f"does not start: {type(error).__name__}: {str(error).splitlines()[0][:300] if str(error) else ''}"
+        )
+        return result
+    secret = "bench-secret"
+    with serve_in_thread(_stub_judge_app()) as judge_url:
+        servers = {
+            ref_name: ServerAddress(
+                server_type="responses_api_models", implementation="stub_judge", url=judge_url
+            )
+            for _, ref_name in info["model_refs"]
+        }
+        if getattr(server_class, "run_in_own_folder", False):
+            os.chdir(folder)  # as ng_run's server process does (and NeMo Gym's launcher)
+        try:
+            server = server_class(config, name=instance, servers=servers, session_secret=secret)
+            app = server.build_app()
+        except BaseException as error:
+            result["reason"] = f"does not start: {type(error).__name__}: {str(error)[:300]}"
+            return result
+        try:
+            serving = serve_in_thread(app, startup_timeout_s=60)
+            resources_url = serving.__enter__()
+        except BaseException as error:
+            result["reason"] = f"does not start: {type(error).__name__}: {str(error)[:300]}"
+            return result
+        try:
+            result["starts"] = True  # serve_in_thread returned: the app started and accepts connections
+            if info["agent"] != "simple_agent":
+                result["reason"] = f"pairs with {info['agent']}, not run by this harness"
+                return result
+            example = folder / "data" / "example.jsonl"
+            if not example.exists():
+                result["reason"] = "no data/example.jsonl"
+                return result
+            rows = [json.loads(line) for line in example.read_text().splitlines() if line.strip()][:max_rows]
+            recorded = _recorded_turns(folder)
+
+            def policy(body: dict[str, Any]) -> list[dict[str, Any]]:
+                turns = recorded.get(_first_user_text(body.get("input")))
+                turn = _tool_rounds(body.get("input"))
+                if turns and turn < len(turns):
+                    return turns[turn]
+                return [assistant_message("")]
+
+            with serve_agent(
+                SimpleAgent,
+                policy,
+                resources_url=resources_url,
+                resources_server_type="resources_servers",
+                resources_name=instance,
+                session_secret=secret,
+            ) as stack:
+                rewards, problems = [], Counter[str]()
+                for row in rows:
+                    result["rows"] += 1
+                    answer = httpx.post(f"{stack.agent_url}/run", json=row, timeout=60)
+                    body = (
+                        answer.json()
+                        if answer.headers.get("content-type", "").startswith("application/json")
+                        else {}
+                    )
+                    if (
+                        answer.status_code == 200
+                        and isinstance(body.get("reward"), int | float)
+                        and not body.get("mask_sample")
+                    ):
+                        result["scored"] += 1
+                        rewards.append(float(body["reward"]))
+                    else:
+                        message = (
+                            (body.get("error") or {}).get("message")
+                            if isinstance(body.get("error"), dict)
+                            else None
+                        )
+                        problems[
+                            f"{answer.status_code}: {(message or body.get('failure_reason') or answer.text)[:200]}"
+                        ] += 1
+                if rewards:
+                    result["reward_mean"] = sum(rewards) / len(rewards)
+                if problems:
+                    result["reason"] = "; ".join(f"{n}x {p}" for p, n in problems.most_common(2))
+        finally:
+            serving.__exit__(None, None, None)
+    return result
+
+
+# ---------------------------------------------------------------- the parent: every server
+
+
+def _failed(root: Path, name: str, reason: str) -> dict[str, Any]:
+    info = classify(root / "resources_servers" / name)
+    return {"starts": False, "rows": 0, "scored": 0, "reward_mean": None, "agent": info["agent"],
+            "reason": reason, "category": info["category"]}  # fmt: skip
+
+
+def _children(
+    root: Path, names: list[str], rows: int, timeout_s: float
+) -> Iterator[tuple[str, dict[str, Any]]]:
+    """Run the servers in child processes, many per child (imports are paid once); a child that
+    hangs on one server (`timeout_s` without a result) or dies is replaced for the rest."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
+    with tempfile.TemporaryDirectory() as tmp:
+        env_yaml = Path(tmp) / "env.yaml"
+        env_yaml.write_text(
+            "policy_base_url: http://127.0.0.1:9/v1\npolicy_api_key: stub\npolicy_model_name: stub\n"
+        )
+        env["NG_ENV_YAML"] = str(env_yaml)
+        left = list(names)
+        while left:
+            command = [sys.executable, __file__, "--root", str(root), "--rows", str(rows), "--one", *left]
+            child = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                     text=True, start_new_session=True)  # fmt: skip
+            lines: queue.Queue[str | None] = queue.Queue()
+            threading.Thread(target=_pump, args=(child, lines), daemon=True).start()
+            while left:
+                try:
+                    line = lines.get(timeout=timeout_s)
+                except queue.Empty:
+                    yield left[0], _failed(root, left[0], f"timed out after {timeout_s:.0f} s")
+                    left.pop(0)
+                    break
+                if line is None:
+                    yield left[0], _failed(root, left[0], f"harness child died (exit {child.wait()})")
+                    left.pop(0)
+                    break
+                if line.startswith("RESULT "):
+                    name, _, found = line[len("RESULT ") :].partition(" ")
+                    left.remove(name)
+                    yield name, json.loads(found)
+            if child.poll() is None:
+                os.killpg(child.pid, signal.SIGKILL)
+                child.wait()
+
+
+def _pump(child: subprocess.Popen[str], lines: queue.Queue[str | None]) -> None:
+    assert child.stdout is not None
+    for line in child.stdout:
+        lines.put(line.rstrip("\n"))
+    lines.put(None)
+
+
+def _write(output: Path, results: dict[str, Any]) -> dict[str, Any]:
+    ordered = {name: results[name] for name in sorted(results)}
+    output.parent.mkdir(parents=True, exist_ok=True)
+    tmp = output.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(ordered, indent=1, sort_keys=True) + "\n")
+    tmp.replace(output)
+    return ordered
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--root", type=Path, required=True, help="NeMo Gym 0.7.0's root (its resources_servers/)"
+    )
+    parser.add_argument("--only", nargs="*", default=None)
+    parser.add_argument("--rows", type=int, default=5)
+    parser.add_argument("--timeout-s", type=float, default=180.0)
+    parser.add_argument("--categories", nargs="*", default=["pure", "second_model", "pypi", "infra"])
+    parser.add_argument("--output", type=Path, default=RESULTS)
+    parser.add_argument(
+        "--seed", type=Path, help="an earlier results file: servers in it are kept, not run again"
+    )
+    parser.add_argument("--one", nargs="+", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    root = args.root.resolve()
+    if args.one:
+        for name in args.one:
+            try:
+                found = run_one(root, name, args.rows)
+            except BaseException as error:
+                found = _failed(root, name, f"harness: {type(error).__name__}: {str(error)[:300]}")
+            print(f"RESULT {name} " + json.dumps(found), flush=True)
+        return
+    folders = sorted(
+        p for p in (root / "resources_servers").iterdir() if p.is_dir() and not p.name.startswith((".", "_"))
+    )
+    names = [f.name for f in folders if (args.only is None or f.name in args.only)]
+    results: dict[str, Any] = {}
+    tried = [n for n in names if classify(root / "resources_servers" / n)["category"] in args.categories]
+    for name in names:
+        if name not in tried:
+            info = classify(root / "resources_servers" / name)
+            reason = f"not tried: needs {', '.join(info['extra_packages'][:4]) or 'infrastructure (sandbox, docker, browser)'}"
+            results[name] = {
+                "starts": False,
+                "rows": 0,
+                "scored": 0,
+                "reward_mean": None,
+                "agent": info["agent"],
+                "reason": reason
+                if info["category"] != "library"
+                else "a library other servers import, not a server",
+                "category": info["category"],
+            }
+    if args.seed and args.seed.exists():
+        earlier = json.loads(args.seed.read_text())
+        for name, found in earlier.items():
+            if name in tried:  # the category is re-read: the files decide it, not the earlier run
+                results[name] = {**found, "category": classify(root / "resources_servers" / name)["category"]}
+        tried = [name for name in tried if name not in earlier]
+    started = time.monotonic()
+
+    for name, found in _children(root, tried, args.rows, args.timeout_s):
+        results[name] = found
+        _write(args.output, results)  # after each server: a stopped run keeps what it measured
+        print(
+            f"{name:45s} {found['category']:13s} starts={found['starts']!s:5s} rows={found['rows']} "
+            f"scored={found['scored']} mean={found['reward_mean']} {found['reason'] or ''}"[:220],
+            flush=True,
+        )
+    ordered = _write(args.output, results)
+    table = Counter[tuple[str, str]]()
+    for found in ordered.values():
+        table[(found["category"], "servers")] += 1
+        table[(found["category"], "starts")] += int(found["starts"])
+        table[(found["category"], "scores")] += int(found["scored"] > 0)
+    print(
+        f"\n{'category':14s} {'servers':>8s} {'start':>6s} {'score':>6s}   ({time.monotonic() - started:.0f} s)"
+    )
+    for category in ("pure", "second_model", "pypi", "infra", "library"):
+        print(
+            f"{category:14s} {table[(category, 'servers')]:8d} {table[(category, 'starts')]:6d} {table[(category, 'scores')]:6d}"
+        )
+    print(f"written: {args.output}")
+
+
+if __name__ == "__main__":
+    main()

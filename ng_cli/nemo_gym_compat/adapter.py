@@ -1,0 +1,170 @@
+"""A NeMo Gym `SimpleResourcesServer` subclass served as one of our `ResourcesServer`s.
+
+`adapter_for(cls)` makes the class `ng_cli.servers.child` constructs: its config class accepts
+the NeMo Gym block as written (our keys checked as for any environment; the rest validated by
+the server's own config class, so a bad key is a ConfigError naming it), and its app is the one
+the NeMo Gym server's `setup_webserver()` builds, started from our plumbing (health, error
+envelope, body limits, our `ng_session` cookie) instead of a bare FastAPI app.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, ClassVar
+from urllib.parse import urlsplit
+
+from fastapi import FastAPI, Request
+from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
+from pydantic_core import InitErrorDetails
+from pydantic_core import ValidationError as CoreValidationError
+
+from ng_cli.config.schema import ResourcesServerConfig
+from ng_cli.nemo_gym_compat.api.global_config import HEAD_SERVER_KEY_NAME, set_global_config_dict
+from ng_cli.nemo_gym_compat.api.server_utils import ServerClient, SimpleServer, close_client_session
+from ng_cli.servers.resources import ResourcesServer
+from ng_cli.servers.session import SESSION_COOKIE
+from ng_cli.servers.spec import ServerAddress
+
+__all__ = ["NemoGymResourcesConfig", "NemoGymResourcesServer", "adapter_for"]
+
+_OUR_KEYS = frozenset(ResourcesServerConfig.model_fields)
+
+
+class NemoGymResourcesConfig(ResourcesServerConfig):
+    """A NeMo Gym resources server's block: our keys, plus whatever its own config class reads."""
+
+    model_config = ConfigDict(extra="allow", frozen=True, use_attribute_docstrings=True, allow_inf_nan=False)
+
+    domain: str | None = None  # type: ignore[assignment]
+    """NeMo Gym's domain names (a superset of ours); the server's own config class checks it."""
+
+    nemo_gym_config_class: ClassVar[type[BaseModel]] = BaseModel
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _check_with_their_class(cls, data: Any, handler: Any) -> Any:
+        ours = handler(data)
+        if isinstance(data, Mapping):
+            try:
+                cls.nemo_gym_config_class.model_validate(their_block(data, name="?", port=0))
+            except ValidationError as exc:
+                raise _revalidation_error(cls.__name__, exc) from None
+        return ours
+
+
+def their_block(block: Mapping[str, Any], *, name: str, port: int) -> dict[str, Any]:
+    """The block as NeMo Gym hands it to the server: its name, a host and port always set."""
+    found = dict(block)
+    found["name"] = name
+    found.setdefault("entrypoint", "app.py")
+    if found.get("host") is None:
+        found["host"] = "127.0.0.1"
+    if found.get("port") is None:
+        found["port"] = port
+    return found
+
+
+def _revalidation_error(title: str, exc: ValidationError) -> CoreValidationError:
+    details: list[InitErrorDetails] = []
+    for error in exc.errors():
+        detail: dict[str, Any] = {"type": error["type"], "loc": error["loc"], "input": error.get("input")}
+        if "ctx" in error:
+            detail["ctx"] = error["ctx"]
+        details.append(detail)  # type: ignore[arg-type]
+    return CoreValidationError.from_exception_data(title, details)
+
+
+class NemoGymResourcesServer(ResourcesServer[NemoGymResourcesConfig]):
+    """Serves one NeMo Gym server object (`self.inner`) on our framework."""
+
+    nemo_gym_class: ClassVar[type[SimpleServer]]
+    run_in_own_folder: ClassVar[bool] = True
+    """The server process works in the app's folder, as NeMo Gym starts it (`cd <folder> && python
+    app.py`): servers open their files by paths relative to it (`prompt_templates/judge.txt`)."""
+
+    def __init__(
+        self,
+        config: NemoGymResourcesConfig,
+        *,
+        name: str,
+        servers: Mapping[str, ServerAddress] | None = None,
+        head_url: str | None = None,
+        session_secret: str | None = None,
+    ) -> None:
+        super().__init__(config, name=name, servers=servers, head_url=head_url, session_secret=session_secret)
+        own = self.servers.get(name)
+        port = urlsplit(own.url).port if own is not None else None
+        block = their_block(config.model_dump(exclude_none=True), name=name, port=port or 0)
+        tree = global_config_tree(name, block, self.servers, head_url)
+        set_global_config_dict(tree)
+        their_config_class = self.nemo_gym_class.model_fields["config"].annotation
+        assert isinstance(their_config_class, type)
+        assert issubclass(their_config_class, BaseModel)
+        client = ServerClient.model_validate(
+            {"head_server_config": tree[HEAD_SERVER_KEY_NAME], "global_config_dict": tree}
+        )
+        their_config = their_config_class.model_validate(block)
+        self.inner = self.nemo_gym_class.model_validate({"config": their_config, "server_client": client})
+
+    def setup_routes(self, app: FastAPI) -> None:
+        """None of ours: the NeMo Gym server's `setup_webserver()` adds its routes."""
+
+    def build_app(self, *, exit_on_startup_error: bool = False) -> FastAPI:
+        def plumbing() -> FastAPI:
+            return super(NemoGymResourcesServer, self).build_app(exit_on_startup_error=exit_on_startup_error)
+
+        self.inner._ng_app_factory = plumbing
+        self.inner._ng_session_of = self.rollout_session_id
+        return self.inner.setup_webserver()
+
+    def rollout_session_id(self, request: Request) -> str | None:
+        """The rollout's id from our signed cookie (None without one, or with a forged one)."""
+        cookie = request.cookies.get(SESSION_COOKIE)
+        return self.signer.verify(cookie) if cookie else None
+
+    async def on_shutdown(self) -> None:
+        await close_client_session()
+
+
+def global_config_tree(
+    name: str, block: dict[str, Any], servers: Mapping[str, ServerAddress], head_url: str | None
+) -> dict[str, Any]:
+    """NeMo Gym's global config as far as a server reads it: each instance's host and port
+    under `<name>.<server_type>.<implementation>`, this server's whole block, the head server."""
+    tree: dict[str, Any] = {}
+    for other, address in servers.items():
+        parts = urlsplit(address.url)
+        tree[other] = {
+            address.server_type: {address.implementation: {"host": parts.hostname, "port": parts.port}}
+        }
+    own = servers.get(name)
+    kind, implementation = (own.server_type, own.implementation) if own else ("resources_servers", name)
+    tree[name] = {kind: {implementation: block}}
+    head = urlsplit(head_url) if head_url else None
+    tree[HEAD_SERVER_KEY_NAME] = {
+        "host": head.hostname if head else "127.0.0.1",
+        "port": head.port if head and head.port else 11000,
+    }
+    return tree
+
+
+_ADAPTERS: dict[type, type[NemoGymResourcesServer]] = {}
+
+
+def adapter_for(server_class: type[SimpleServer]) -> type[NemoGymResourcesServer]:
+    """The `ResourcesServer` subclass (one per NeMo Gym class) that serves `server_class`."""
+    found = _ADAPTERS.get(server_class)
+    if found is None:
+        their_config = server_class.model_fields["config"].annotation
+        config_class = type(
+            f"{server_class.__name__}Block",
+            (NemoGymResourcesConfig,),
+            {"nemo_gym_config_class": their_config, "__module__": __name__},
+        )
+        found = type(
+            server_class.__name__,
+            (NemoGymResourcesServer,),
+            {"config_class": config_class, "nemo_gym_class": server_class, "__module__": __name__},
+        )
+        _ADAPTERS[server_class] = found
+    return found

@@ -1,0 +1,270 @@
+"""`nemo_gym.openai_utils`: the OpenAI-shaped models NeMo Gym's servers read, as pydantic models.
+
+NeMo Gym subclasses the OpenAI SDK's types; servers only read attributes (`item.type`, `.name`,
+`.arguments`, `content[i].text`, `response.output_text`) and dump them. These models give the same
+attributes without the SDK: the item types servers inspect are typed, every other item keeps its
+fields as attributes (extra="allow"), so nothing a model returned is dropped.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag
+
+__all__ = [
+    "RATE_LIMIT_ERROR_CODES",
+    "RETRY_ERROR_CODES",
+    "NeMoGymAsyncOpenAI",
+    "NeMoGymChatCompletion",
+    "NeMoGymChatCompletionCreateParamsNonStreaming",
+    "NeMoGymChatCompletionMessage",
+    "NeMoGymChoice",
+    "NeMoGymEasyInputMessage",
+    "NeMoGymFunctionCallOutput",
+    "NeMoGymMessage",
+    "NeMoGymResponse",
+    "NeMoGymResponseCreateParamsNonStreaming",
+    "NeMoGymResponseFunctionToolCall",
+    "NeMoGymResponseInputItem",
+    "NeMoGymResponseOutputItem",
+    "NeMoGymResponseOutputMessage",
+    "NeMoGymResponseOutputRefusal",
+    "NeMoGymResponseOutputText",
+    "NeMoGymResponseReasoningItem",
+    "NeMoGymSummary",
+]
+
+RATE_LIMIT_ERROR_CODES = [429, 502, 503, 504, 520]
+RETRY_ERROR_CODES = [*RATE_LIMIT_ERROR_CODES, 404, 408, 500]
+
+
+class _Open(BaseModel):
+    """Keeps unknown fields, readable as attributes (the SDK's models do the same)."""
+
+    model_config = ConfigDict(extra="allow")
+
+
+class NeMoGymSummary(_Open):
+    text: str
+    type: Literal["summary_text"] = "summary_text"
+
+
+class NeMoGymResponseReasoningItem(_Open):
+    id: str = ""
+    summary: list[NeMoGymSummary] = Field(default_factory=list)
+    type: Literal["reasoning"] = "reasoning"
+    encrypted_content: str | None = None
+    content: list[dict[str, Any]] | None = None
+
+
+class NeMoGymResponseOutputText(_Open):
+    annotations: list[Any] = Field(default_factory=list)
+    text: str
+    type: Literal["output_text"] = "output_text"
+    logprobs: list[Any] | None = None
+
+
+class NeMoGymResponseOutputRefusal(_Open):
+    refusal: str
+    type: Literal["refusal"] = "refusal"
+
+
+def _content_tag(value: Any) -> str:
+    kind = value.get("type") if isinstance(value, dict) else getattr(value, "type", None)
+    return "refusal" if kind == "refusal" else "output_text"
+
+
+NeMoGymContent = Annotated[
+    Annotated[NeMoGymResponseOutputText, Tag("output_text")]
+    | Annotated[NeMoGymResponseOutputRefusal, Tag("refusal")],
+    Discriminator(_content_tag),
+]
+
+
+class NeMoGymResponseOutputMessage(_Open):
+    id: str = ""
+    content: list[NeMoGymContent] = Field(default_factory=list)
+    role: Literal["assistant"] = "assistant"
+    status: Literal["in_progress", "completed", "incomplete"] = "completed"
+    type: Literal["message"] = "message"
+
+
+class NeMoGymEasyInputMessage(_Open):
+    content: str | list[dict[str, Any]]
+    role: Literal["user", "assistant", "system", "developer"]
+    type: Literal["message"] = "message"
+
+
+class NeMoGymMessage(_Open):
+    content: list[dict[str, Any]]
+    role: Literal["user", "system", "developer"]
+    status: Literal["in_progress", "completed", "incomplete"] = "completed"
+    type: Literal["message"] = "message"
+
+
+class NeMoGymFunctionCallOutput(_Open):
+    call_id: str
+    output: str | list[dict[str, Any]]
+    type: Literal["function_call_output"] = "function_call_output"
+    id: str | None = None
+    status: Literal["in_progress", "completed", "incomplete"] | None = None
+
+
+class NeMoGymResponseFunctionToolCall(_Open):
+    arguments: str
+    call_id: str
+    name: str
+    type: Literal["function_call"] = "function_call"
+    id: str | None = None
+    status: Literal["in_progress", "completed", "incomplete"] | None = None
+
+
+class _OtherItem(_Open):
+    """An item type no server here inspects field by field (web search, MCP, computer use ...)."""
+
+    type: str
+
+
+def _item_tag(value: Any) -> str:
+    """Which model an item is: by `type`, and for messages by role and content (as NeMo Gym's)."""
+    get = value.get if isinstance(value, dict) else lambda key, default=None: getattr(value, key, default)
+    kind = get("type")
+    if kind in (None, "message"):
+        role = get("role")
+        content = get("content")
+        if role == "assistant" and isinstance(content, list) and get("id") is not None:
+            return "output_message"
+        if role == "assistant" and isinstance(content, list) and content:
+            first = content[0]
+            first_type = first.get("type") if isinstance(first, dict) else getattr(first, "type", None)
+            if first_type in ("output_text", "refusal"):
+                return "output_message"
+        return "easy_message"
+    if kind in ("function_call", "function_call_output", "reasoning"):
+        return str(kind)
+    return "other"
+
+
+_ITEMS = (
+    Annotated[NeMoGymResponseOutputMessage, Tag("output_message")]
+    | Annotated[NeMoGymEasyInputMessage, Tag("easy_message")]
+    | Annotated[NeMoGymResponseFunctionToolCall, Tag("function_call")]
+    | Annotated[NeMoGymFunctionCallOutput, Tag("function_call_output")]
+    | Annotated[NeMoGymResponseReasoningItem, Tag("reasoning")]
+    | Annotated[_OtherItem, Tag("other")]
+)
+NeMoGymResponseInputItem = Annotated[_ITEMS, Discriminator(_item_tag)]
+NeMoGymResponseOutputItem = Annotated[_ITEMS, Discriminator(_item_tag)]
+
+
+class NeMoGymResponseCreateParamsNonStreaming(_Open):
+    """A Responses request; `tools` stay dicts (the SDK's are TypedDicts), items are models."""
+
+    input: str | list[NeMoGymResponseInputItem]
+    instructions: str | None = None
+    max_output_tokens: int | None = None
+    max_tool_calls: int | None = None
+    metadata: dict[str, Any] | None = None
+    model: str | None = None
+    parallel_tool_calls: bool = True
+    previous_response_id: str | None = None
+    reasoning: dict[str, Any] | None = None
+    temperature: float | None = None
+    text: dict[str, Any] | None = None
+    tool_choice: Any = "auto"
+    tools: list[dict[str, Any]] = Field(default_factory=list)
+    top_logprobs: int | None = None
+    top_p: float | None = None
+    truncation: str | None = None
+    user: str | None = None
+    stream: Literal[False] | None = None
+
+
+class NeMoGymResponse(_Open):
+    """A Responses API answer; `output_text` joins the text of its assistant messages.
+
+    `id`, `created_at`, `model` and `output` are required, as in the SDK's model: an error body
+    parsed as a Response must fail, never read as an empty answer (a judge that failed would
+    otherwise score 0 instead of failing the row)."""
+
+    id: str
+    created_at: float
+    model: str
+    object: Literal["response"] = "response"
+    output: list[NeMoGymResponseOutputItem]
+    parallel_tool_calls: bool = True
+    tool_choice: Any = "auto"
+    tools: list[dict[str, Any]] = Field(default_factory=list)
+    usage: dict[str, Any] | None = None
+    incomplete_details: dict[str, Any] | None = None
+    status: str | None = None
+
+    @property
+    def output_text(self) -> str:
+        return "".join(
+            part.text
+            for item in self.output
+            if isinstance(item, NeMoGymResponseOutputMessage)
+            for part in item.content
+            if isinstance(part, NeMoGymResponseOutputText)
+        )
+
+
+class NeMoGymFunction(_Open):
+    arguments: str
+    name: str
+
+
+class NeMoGymChatCompletionMessageToolCall(_Open):
+    id: str
+    function: NeMoGymFunction
+    type: Literal["function"] = "function"
+
+
+class NeMoGymChatCompletionMessage(_Open):
+    content: str | None = None
+    role: Literal["assistant"] = "assistant"
+    tool_calls: list[NeMoGymChatCompletionMessageToolCall] | None = None
+    reasoning_content: str | None = None
+
+
+class NeMoGymChoice(_Open):
+    finish_reason: str | None = None
+    index: int = 0
+    message: NeMoGymChatCompletionMessage
+    logprobs: Any = None
+
+
+class NeMoGymChatCompletion(_Open):
+    id: str = ""
+    choices: list[NeMoGymChoice]
+    created: int = 0
+    model: str = ""
+    object: Literal["chat.completion"] = "chat.completion"
+    usage: dict[str, Any] | None = None
+
+
+class NeMoGymChatCompletionCreateParamsNonStreaming(_Open):
+    """A chat request; messages and tools stay dicts (the SDK's params are TypedDicts)."""
+
+    messages: list[dict[str, Any]]
+    model: str | None = None
+    max_tokens: int | None = None
+    max_completion_tokens: int | None = None
+    temperature: float | None = None
+    top_p: float | None = None
+    tools: list[dict[str, Any]] | None = None
+    tool_choice: Any = None
+    stream: Literal[False] | None = None
+
+
+class NeMoGymAsyncOpenAI:
+    """NeMo Gym's raw OpenAI client is not offered: servers here reach models through
+    `server_client` (the stack's model servers), never a client of their own."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        raise NotImplementedError(
+            "NeMoGymAsyncOpenAI is not offered by ng_cli's NeMo Gym compatibility layer; call a model "
+            "server of the stack through server_client.post(server_name=..., url_path='/v1/responses')"
+        )

@@ -1,0 +1,257 @@
+"""`nemo_gym.server_utils`: `ServerClient`, the session key, and the server bases NeMo Gym's
+servers derive from, on our HTTP and session plumbing.
+
+`ServerClient.post(server_name=..., url_path=..., json=..., cookies=...)` answers an aiohttp
+`ClientResponse` whose body is already read (so `raise_for_status`, `get_response_json`,
+`.json()`, `.status` and `.cookies` all work after it returns), addressed by instance name
+through the stack's server map. `SimpleServer.setup_session_middleware` is Starlette's
+`SessionMiddleware` with NeMo Gym's cookie name and key; the one difference is where a new
+session id comes from: under our stack every call of a rollout carries our `ng_session`
+cookie, and a server's session id is that rollout's id, so state survives a client that does
+not send NeMo Gym's own cookie back.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import urllib.error
+import urllib.request
+from abc import abstractmethod
+from collections.abc import Callable
+from typing import Any, ClassVar
+from uuid import uuid4
+
+import aiohttp
+import orjson
+from fastapi import FastAPI, Request, Response
+from omegaconf import DictConfig, OmegaConf
+from pydantic import BaseModel, ConfigDict, PrivateAttr, field_validator
+from starlette.middleware.sessions import SessionMiddleware
+
+from ng_cli.nemo_gym_compat.api.config_types import BaseRunServerInstanceConfig, BaseServerConfig
+from ng_cli.nemo_gym_compat.api.global_config import (
+    HEAD_SERVER_KEY_NAME,
+    get_first_server_config_dict,
+    get_global_config_dict,
+)
+
+__all__ = [
+    "SESSION_ID_KEY",
+    "BaseServer",
+    "ServerClient",
+    "SimpleServer",
+    "get_first_server_config_dict",
+    "get_response_json",
+    "get_server_url",
+    "is_nemo_gym_fastapi_entrypoint",
+    "raise_for_status",
+    "request",
+    "rollout_path_prefix",
+]
+
+SESSION_ID_KEY = "session_id"
+MAX_NUM_TRIES = 3
+_SESSION: aiohttp.ClientSession | None = None
+
+
+def _client_session() -> aiohttp.ClientSession:
+    """One session per process; no cookie jar: cookies go per call, as NeMo Gym's servers pass them."""
+    global _SESSION
+    if _SESSION is None or _SESSION.closed:
+        _SESSION = aiohttp.ClientSession(
+            connector=aiohttp.TCPConnector(limit=1024, keepalive_timeout=4.0),
+            cookie_jar=aiohttp.DummyCookieJar(),
+            timeout=aiohttp.ClientTimeout(total=None, sock_connect=30),
+            json_serialize=lambda obj: orjson.dumps(obj).decode(),
+        )
+    return _SESSION
+
+
+async def close_client_session() -> None:
+    global _SESSION
+    if _SESSION is not None and not _SESSION.closed:
+        await _SESSION.close()
+    _SESSION = None
+
+
+async def request(method: str, url: str, **kwargs: Any) -> aiohttp.ClientResponse:
+    """One HTTP call with the body read; connection failures are retried (NeMo Gym tries 3 times)."""
+    kwargs.pop("_internal", None)
+    kwargs.pop("_server_name", None)
+    if isinstance(kwargs.get("json"), BaseModel):
+        kwargs["json"] = kwargs["json"].model_dump(exclude_unset=True)
+    for attempt in range(1, MAX_NUM_TRIES + 1):
+        try:
+            response = await _client_session().request(method, url, **kwargs)
+            await response.read()
+            return response
+        except (TimeoutError, aiohttp.ClientConnectionError):
+            if attempt == MAX_NUM_TRIES:
+                raise
+            await asyncio.sleep(0.5 * attempt)
+    raise AssertionError("unreachable")
+
+
+async def raise_for_status(response: aiohttp.ClientResponse, content: bytes | None = None) -> None:
+    """aiohttp's `raise_for_status`, with the answer's body kept on the error (`response_content`)."""
+    if not response.ok:
+        body = content if content is not None else await response.read()
+        try:
+            response.raise_for_status()
+        except aiohttp.ClientResponseError as error:
+            error.response_content = body  # type: ignore[attr-defined]
+            raise
+
+
+async def get_response_json(response: aiohttp.ClientResponse) -> Any:
+    return orjson.loads(await response.read())
+
+
+def is_nemo_gym_fastapi_entrypoint(file: str) -> bool:
+    """NeMo Gym's multi-worker re-import guard; servers here are one process each."""
+    return False
+
+
+def rollout_path_prefix(rollout_id: str | None, *, token_capture: bool = False) -> str:
+    return "" if rollout_id is None else f"/_ng_rollout/{rollout_id}"
+
+
+def get_server_url(server_name: str) -> str:
+    block = get_first_server_config_dict(get_global_config_dict(), server_name)
+    return f"http://{block['host']}:{block['port']}"
+
+
+class ServerClient(BaseModel):
+    """Calls the stack's other servers by instance name (NeMo Gym's `server_client`)."""
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    head_server_config: BaseServerConfig
+    global_config_dict: DictConfig
+
+    _base_urls: dict[str, str] = PrivateAttr(default_factory=dict)
+
+    @field_validator("global_config_dict", mode="before")
+    @classmethod
+    def _as_dict_config(cls, value: Any) -> Any:
+        return OmegaConf.create(value) if isinstance(value, dict) else value
+
+    @classmethod
+    def load_head_server_config(cls) -> BaseServerConfig:
+        return BaseServerConfig.model_validate(get_global_config_dict()[HEAD_SERVER_KEY_NAME])
+
+    @classmethod
+    def load_from_global_config(cls, head_server_config: BaseServerConfig | None = None) -> ServerClient:
+        return cls(
+            head_server_config=head_server_config or cls.load_head_server_config(),
+            global_config_dict=get_global_config_dict(),
+        )
+
+    def _resolve_base_url(self, server_name: str) -> str:
+        cached = self._base_urls.get(server_name)
+        if cached is None:
+            if server_name not in self.global_config_dict:
+                known = ", ".join(
+                    sorted(str(k) for k in self.global_config_dict if k != HEAD_SERVER_KEY_NAME)
+                )
+                raise ValueError(
+                    f"no server named '{server_name}' in this stack (servers: {known or 'none'})"
+                )
+            block = get_first_server_config_dict(self.global_config_dict, server_name)
+            cached = self._base_urls[server_name] = f"http://{block.host}:{block.port}"
+        return cached
+
+    def _build_server_base_url(self, server_config_dict: Any) -> str:
+        return f"http://{server_config_dict['host']}:{server_config_dict['port']}"
+
+    def poll_for_status(self, server_name: str, *, timeout_seconds: float = 5) -> str:
+        """ "success" once the server answers at all (any status), as NeMo Gym's; blocking."""
+        try:
+            if server_name == HEAD_SERVER_KEY_NAME:
+                url = f"http://{self.head_server_config.host}:{self.head_server_config.port}"
+            else:
+                url = self._resolve_base_url(server_name)
+            urllib.request.urlopen(url, timeout=timeout_seconds).close()
+        except urllib.error.HTTPError:
+            return "success"
+        except TimeoutError:
+            return "timeout"
+        except urllib.error.URLError as error:
+            return "timeout" if isinstance(error.reason, TimeoutError) else "connection_error"
+        except Exception:
+            return "unknown_error"
+        return "success"
+
+    async def request(
+        self, server_name: str, url_path: str, method: str, **kwargs: Any
+    ) -> aiohttp.ClientResponse:
+        return await request(method, f"{self._resolve_base_url(server_name)}{url_path}", **kwargs)
+
+    async def get(self, server_name: str, url_path: str, **kwargs: Any) -> aiohttp.ClientResponse:
+        return await self.request(server_name, url_path, "GET", **kwargs)
+
+    async def post(self, server_name: str, url_path: str, **kwargs: Any) -> aiohttp.ClientResponse:
+        return await self.request(server_name, url_path, "POST", **kwargs)
+
+
+class BaseServer(BaseModel):
+    """A NeMo Gym server: a pydantic model holding its config (and its state, in fields)."""
+
+    config: BaseRunServerInstanceConfig
+
+    def setup_liveness(self, app: FastAPI) -> None:
+        async def liveness() -> dict[str, str]:
+            return {"status": "ok"}
+
+        for path in ("/readyz", "/livez", "/healthz"):
+            app.get(path, include_in_schema=False)(liveness)
+
+
+AppFactory = Callable[[], FastAPI]
+
+
+class SimpleServer(BaseServer):
+    """The base of NeMo Gym's runnable servers: `setup_webserver()` builds its FastAPI app."""
+
+    server_client: ServerClient
+    ray_enabled: ClassVar[bool | None] = None
+
+    _ng_app_factory: AppFactory | None = PrivateAttr(default=None)
+    """Set by the adapter under our stack: the app with our plumbing (health, errors, body
+    limits, our session cookie) that `new_app` starts from; unset (their own tests) a bare app."""
+    _ng_session_of: Callable[[Request], str | None] | None = PrivateAttr(default=None)
+    """Set by the adapter: the rollout id of a call that carries our signed `ng_session`."""
+
+    def new_app(self) -> FastAPI:
+        factory = getattr(self, "_ng_app_factory", None)
+        return factory() if factory is not None else FastAPI()
+
+    @abstractmethod
+    def setup_webserver(self) -> FastAPI: ...
+
+    def get_session_middleware_key(self) -> str:
+        return f"{self.__class__.__name__}___{self.config.name}"
+
+    def setup_session_middleware(self, app: FastAPI) -> None:
+        if getattr(app.state, "nemo_gym_session_middleware_installed", False):
+            return
+        app.state.nemo_gym_session_middleware_installed = True
+
+        @app.middleware("http")
+        async def add_session_id(request: Request, call_next: Callable[[Request], Any]) -> Response:
+            current = request.session.get(SESSION_ID_KEY)
+            session_of = getattr(self, "_ng_session_of", None)
+            rollout = session_of(request) if session_of is not None else None
+            request.session[SESSION_ID_KEY] = current or rollout or str(uuid4())
+            response: Response = await call_next(request)
+            return response
+
+        key = self.get_session_middleware_key()
+        app.add_middleware(SessionMiddleware, secret_key=key, session_cookie=key)
+
+    @classmethod
+    def run_webserver(cls) -> None:
+        raise SystemExit(
+            f"{cls.__name__}: under ng_cli a NeMo Gym server is started by ng_run "
+            '("+config_paths=[...]"), not by running its app.py'
+        )

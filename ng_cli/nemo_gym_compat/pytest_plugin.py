@@ -1,0 +1,22 @@
+"""pytest plugin `ng_test` loads for a NeMo Gym server folder: its tests import `nemo_gym`.
+
+Loaded with `-p ng_cli.nemo_gym_compat.pytest_plugin` before any test module is collected, it
+answers `nemo_gym.*` with our stand-ins (unless a real NeMo Gym is installed, see `finder`).
+`ng_test` runs it in the server's folder, as NeMo Gym does (`cd <folder> && pytest`), with the
+NeMo Gym root in `NG_NEMO_GYM_ROOT`: both go on `sys.path` (`resources_servers.<name>.app`, and
+the folder's own helper modules by plain name).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+from ng_cli.nemo_gym_compat import finder
+
+_ROOT = Path(os.environ.get("NG_NEMO_GYM_ROOT") or Path.cwd())
+for entry in (str(Path.cwd()), str(_ROOT)):
+    if entry not in sys.path:
+        sys.path.insert(0, entry)
+finder.install([_ROOT])
