@@ -52,6 +52,18 @@ def is_node_alive(ray: Any, node_id: str) -> bool:
     return any(node.get("NodeID") == node_id and node.get("Alive") for node in nodes)
 
 
+def _node_was_lost(ray: Any, node_id: str, *, checks: int = 5, every_s: float = 0.5) -> bool:
+    """The cluster marks a node dead before the actors it held, so one check nearly always tells;
+    a few more cover a GCS that publishes the two out of order (an actor that died on a live node
+    costs its report 2 s)."""
+    for check in range(checks):
+        if not is_node_alive(ray, node_id):
+            return True
+        if check < checks - 1:
+            time.sleep(every_s)
+    return False
+
+
 @dataclass(eq=False)
 class RayChild:
     """One process owned by an actor, seen from the driver as a child."""
@@ -132,8 +144,7 @@ class RayChild:
             except ray.exceptions.RayError:  # the actor died (killed, its node lost): so did the process
                 if not self._stopping:
                     self.actor_died = True
-                    # The cluster marks a node dead before the actors it held: this is final.
-                    self.node_lost = not is_node_alive(ray, str(self.node.get("node_id")))
+                    self.node_lost = _node_was_lost(ray, str(self.node.get("node_id")))
                 self._code = ACTOR_DIED
                 return
             except Exception:  # Ray already shut down under a stopping stack: nothing left to read
