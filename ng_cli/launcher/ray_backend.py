@@ -179,40 +179,51 @@ class RayBackend:
         ).remote(spec.name)
         self.actors.append(actor)
         self._actor_names.append(placement.actor + suffix)
-        node = self._call(actor.node.remote(), spec.name, "start its actor", self.config.placement_timeout_s)
-        gpu_ids: list[str] = []
         leases: list[Any] = []
-        if on_gpu:
-            gpu_ids = self._call(actor.gpu_ids.remote(), spec.name, "read its GPU ids")
-            for index in placement.bundles[1:]:  # one lease per other bundle: its GPU id
-                lease = GpuLease.options(
-                    name=f"{placement.actor}{suffix}-gpu{index}",
-                    num_cpus=0,
-                    num_gpus=placement.gpu_share,
-                    scheduling_strategy=on_bundle(index),
-                ).remote()
-                self.actors.append(lease)
-                leases.append(lease)
-                self._actor_names.append(f"{placement.actor}{suffix}-gpu{index}")
-                gpu_ids += self._call(lease.gpu_ids.remote(), spec.name, f"lease the GPU of bundle {index}")
-        moved = self._engine_nodes.get(spec.name, node["node_id"]) != node["node_id"]
-        if moved:  # re-placed after a lost node: ports free on the new node, a new URL
-            self.say(f"{spec.name} re-placed on {node_text(node)}")
-            spec = self._planned[spec.name]
-            if spec.data_parallel_rank in (None, 0):
-                self._group_ports.pop((spec.instance, spec.group), None)
-        self._engine_nodes[spec.name] = node["node_id"]
-        spec = self._address(spec, actor, node)
-        env = plan.env_of(spec, {})
-        unset = ["OMP_NUM_THREADS"] if not on_gpu else []  # Ray's 1-thread default would throttle CPU vLLM
-        if on_gpu:
-            env["CUDA_VISIBLE_DEVICES"] = ",".join(gpu_ids)
-        else:
-            env.pop("CUDA_VISIBLE_DEVICES", None)
-            unset.append("CUDA_VISIBLE_DEVICES")
-        secret = self.ray.put({"env": env, "unset": unset})
-        argv = [ENGINE_MAIN_TOKEN if part == str(ENGINE_MAIN) else part for part in spec.argv()]
-        pid = self._call(actor.start.remote(argv, [secret]), spec.name, "start vLLM")
+        try:
+            node = self._call(
+                actor.node.remote(), spec.name, "start its actor", self.config.placement_timeout_s
+            )
+            gpu_ids: list[str] = []
+            if on_gpu:
+                gpu_ids = self._call(actor.gpu_ids.remote(), spec.name, "read its GPU ids")
+                for index in placement.bundles[1:]:  # one lease per other bundle: its GPU id
+                    lease = GpuLease.options(
+                        name=f"{placement.actor}{suffix}-gpu{index}",
+                        num_cpus=0,
+                        num_gpus=placement.gpu_share,
+                        scheduling_strategy=on_bundle(index),
+                    ).remote()
+                    self.actors.append(lease)
+                    leases.append(lease)
+                    self._actor_names.append(f"{placement.actor}{suffix}-gpu{index}")
+                    gpu_ids += self._call(
+                        lease.gpu_ids.remote(), spec.name, f"lease the GPU of bundle {index}"
+                    )
+            moved = self._engine_nodes.get(spec.name, node["node_id"]) != node["node_id"]
+            if moved:  # re-placed after a lost node: ports free on the new node, a new URL
+                self.say(f"{spec.name} re-placed on {node_text(node)}")
+                spec = self._planned[spec.name]
+                if spec.data_parallel_rank in (None, 0):
+                    self._group_ports.pop((spec.instance, spec.group), None)
+            self._engine_nodes[spec.name] = node["node_id"]
+            spec = self._address(spec, actor, node)
+            env = plan.env_of(spec, {})
+            # Ray's 1-thread default would throttle CPU vLLM.
+            unset = ["OMP_NUM_THREADS"] if not on_gpu else []
+            if on_gpu:
+                env["CUDA_VISIBLE_DEVICES"] = ",".join(gpu_ids)
+            else:
+                env.pop("CUDA_VISIBLE_DEVICES", None)
+                unset.append("CUDA_VISIBLE_DEVICES")
+            secret = self.ray.put({"env": env, "unset": unset})
+            argv = [ENGINE_MAIN_TOKEN if part == str(ENGINE_MAIN) else part for part in spec.argv()]
+            pid = self._call(actor.start.remote(argv, [secret]), spec.name, "start vLLM")
+        except LaunchError:  # its node lost meanwhile, say: free the bundle for the next try
+            for held in (actor, *leases):
+                with contextlib.suppress(Exception):
+                    self.ray.kill(held, no_restart=True)
+            raise
         child = RayChild(
             name=spec.name,
             actor=actor,

@@ -88,17 +88,17 @@ class Cluster:
         return marker
 
     def _start(self, args: list[str], env: dict[str, str], *, marker: str | None = None) -> list[str]:
-        """Start a node; again (up to 3 times) when its raylet aborts: Ray waits a fixed ~20 s for a
+        """Start a node; again (up to 5 times) when its raylet aborts: Ray waits a fixed ~20 s for a
         new node's agents to write their ports, and a loaded 2-core machine can start them later."""
         marker = marker or uuid.uuid4().hex
-        for attempt in range(3):
+        for attempt in range(5):
             lines = self._try_start(args, env, marker)
             if self.nodes[marker].poll() is None:
                 return lines
             for pid in marked_pids(marker):  # what the aborted node left
                 os.kill(pid, signal.SIGKILL)
             print(f"node start {attempt + 1} aborted: {''.join(lines)[-300:]}")
-        pytest.fail(f"a Ray node did not start in 3 tries: {''.join(lines)[-3000:]}")
+        pytest.fail(f"a Ray node did not start in 5 tries: {''.join(lines)[-3000:]}")
 
     def _try_start(self, args: list[str], env: dict[str, str], marker: str) -> list[str]:
         process = subprocess.Popen(
