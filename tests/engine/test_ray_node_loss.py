@@ -59,6 +59,17 @@ def _require_engine() -> None:
     pytest.skip(reason)
 
 
+_WAIT_FOR_NODES = """
+import sys, time, ray
+ray.init(address=sys.argv[1], log_to_driver=False)
+deadline = time.monotonic() + 120
+while sum(1 for node in ray.nodes() if node["Alive"]) < int(sys.argv[2]):
+    if time.monotonic() > deadline:
+        sys.exit(1)
+    time.sleep(0.5)
+"""
+
+
 class Cluster:
     """Raylets on this machine, each a node with its own marker; `lose()` kills one outright."""
 
@@ -68,6 +79,7 @@ class Cluster:
         self.address = ""
         self.nodes: dict[str, subprocess.Popen[str]] = {}
         """Marker -> its `ray start --block` process."""
+        self.lost: set[str] = set()
 
     def start_head(self) -> None:
         # Quicker loss detection than Ray's 3 s x 5: a dead raylet is declared dead after 5 failed
@@ -93,12 +105,24 @@ class Cluster:
         marker = marker or uuid.uuid4().hex
         for attempt in range(5):
             lines = self._try_start(args, env, marker)
-            if self.nodes[marker].poll() is None:
+            if self.nodes[marker].poll() is None and (
+                "--head" in args or self._registered(len(self.nodes) - len(self.lost))
+            ):
                 return lines
+            if self.nodes[marker].poll() is None:
+                os.killpg(self.nodes[marker].pid, signal.SIGKILL)
             for pid in marked_pids(marker):  # what the aborted node left
                 os.kill(pid, signal.SIGKILL)
             print(f"node start {attempt + 1} aborted: {''.join(lines)[-300:]}")
         pytest.fail(f"a Ray node did not start in 5 tries: {''.join(lines)[-3000:]}")
+
+    def _registered(self, count: int) -> bool:
+        """The cluster lists `count` live nodes (a raylet may abort after `ray start` said it runs)."""
+        done = subprocess.run(
+            [sys.executable, "-c", _WAIT_FOR_NODES, self.address, str(count)],
+            capture_output=True, text=True, timeout=300, check=False,
+        )  # fmt: skip
+        return done.returncode == 0
 
     def _try_start(self, args: list[str], env: dict[str, str], marker: str) -> list[str]:
         process = subprocess.Popen(
@@ -124,6 +148,7 @@ class Cluster:
 
     def lose(self, marker: str) -> None:
         """The node dies at once: every one of its processes SIGKILLed, nothing shut down cleanly."""
+        self.lost.add(marker)
         for pid in marked_pids(marker):
             os.kill(pid, signal.SIGKILL)
 
