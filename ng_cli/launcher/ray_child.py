@@ -52,10 +52,11 @@ def is_node_alive(ray: Any, node_id: str) -> bool:
     return any(node.get("NodeID") == node_id and node.get("Alive") for node in nodes)
 
 
-def _node_was_lost(ray: Any, node_id: str, *, checks: int = 5, every_s: float = 0.5) -> bool:
-    """The cluster marks a node dead before the actors it held, so one check nearly always tells;
-    a few more cover a GCS that publishes the two out of order (an actor that died on a live node
-    costs its report 2 s)."""
+def _node_was_lost(ray: Any, node_id: str, *, checks: int = 11, every_s: float = 0.5) -> bool:
+    """When a node dies at once the cluster marks it dead before the actors it held, so one check
+    tells; when its raylet outlives its workers by a moment, it reports them dead first and the
+    node follows after its missed health checks: a few more seconds of checks cover that (an
+    actor that died on a live node costs its report 5 s)."""
     for check in range(checks):
         if not is_node_alive(ray, node_id):
             return True

@@ -42,7 +42,7 @@ from tests.fixtures.engine_stack import ENGINE_KEY, EXAMPLE_ENV_CONFIG, EngineSt
 from tests.fixtures.ray_required import require_ray
 from tests.fixtures.stack.harness import MARKER_VAR, marked_pids
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.engine, pytest.mark.slow]
 
 CPU_CONFIG = "responses_api_models/local_vllm_model/configs/tiny_weather_cpu.yaml"
 ENVIRONMENT = "example_single_tool_call"
@@ -149,8 +149,10 @@ class Cluster:
     def lose(self, marker: str) -> None:
         """The node dies at once: every one of its processes SIGKILLed, nothing shut down cleanly."""
         self.lost.add(marker)
-        for pid in marked_pids(marker):
-            os.kill(pid, signal.SIGKILL)
+        pids = marked_pids(marker)
+        for signum in (signal.SIGSTOP, signal.SIGKILL):  # frozen first: no process reports another's death
+            for pid in pids:
+                os.kill(pid, signum)
 
     def stop(self) -> None:
         for marker, process in self.nodes.items():
