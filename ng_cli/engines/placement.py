@@ -146,11 +146,21 @@ class PlacementPlan:
 
 @dataclass(frozen=True)
 class NodeCapacity:
-    """What one node has free for us: Ray's `available_resources` per node."""
+    """What one node has free for us: Ray's `available_resources` per node.
+
+    Nodes are told apart by `node_id`: several raylets may share one address (two nodes on one
+    host, a test cluster), and keying by address merged them into one (a fitting stack was refused)."""
 
     name: str
+    """How messages show it: `<node id> (<address>)`."""
     gpus: float
     cpus: float
+    node_id: str = ""
+    """Ray's node id (default: the name)."""
+
+    @property
+    def key(self) -> str:
+        return self.node_id or self.name
 
 
 def plan_placement(
@@ -180,32 +190,34 @@ def plan_placement(
 def check_fit(plan: PlacementPlan, nodes: Sequence[NodeCapacity]) -> dict[str, str]:
     """Which node each group would take (largest first, first fit), or PlacementError naming the
     first group that does not fit, what it needs and what is free (Ray would leave it pending)."""
-    free = {node.name: [node.gpus, node.cpus] for node in nodes}
+    free = {node.key: [node.gpus, node.cpus] for node in nodes}
+    names = {node.key: node.name for node in nodes}
     taken: dict[str, str] = {}
     for group in sorted(plan.groups, key=lambda group: (-group.gpus, -group.cpus, group.name)):
         placed = _place(group, free)
         if placed is None:
             raise PlacementError(
                 f"placement group {group.name} (engines {', '.join(group.engines)}) needs {group.needs()}, "
-                f"and the cluster cannot hold it: {_shortfall(group, free)}",
+                f"and the cluster cannot hold it: {_shortfall(group, free, names)}",
                 group=group.name,
                 missing=_missing(group, free),
                 hint=_fit_hint(group),
             )
-        taken[group.name] = placed
+        taken[group.name] = names[placed]
     for server, cpus in sorted(plan.server_cpus.items(), key=lambda item: -item[1]):
         node = next((name for name, (_, c) in free.items() if c + 1e-9 >= cpus), None)
         if node is None:
             most = max((c for _, c in free.values()), default=0.0)
             raise PlacementError(
                 f"server actor '{server}' needs {cpus_text(cpus)} on one node besides the engines' "
-                f"placement groups; the most any node has left is {_num(most)}",
+                f"placement groups; the most any node has left is {_num(most)} "
+                f"(free now: {_free_text(free, names)})",
                 group=plan.server_actor(server),
                 missing=f"{cpus_text(cpus - most)} on one node",
                 hint="lower ray.server_num_cpus, run fewer servers as actors (ray.servers), or add nodes",
             )
         free[node][1] -= cpus
-        taken[plan.server_actor(server)] = node
+        taken[plan.server_actor(server)] = names[node]
     return taken
 
 
@@ -284,11 +296,15 @@ def _missing(group: GroupPlacement, free: dict[str, list[float]]) -> str:
     return (" and ".join(words) or "resources") + " on one node"
 
 
-def _shortfall(group: GroupPlacement, free: dict[str, list[float]]) -> str:
+def _shortfall(group: GroupPlacement, free: dict[str, list[float]], names: dict[str, str]) -> str:
     if not free:
         return "the cluster has no nodes"
-    nodes = ", ".join(f"{name}: {_num(g)} GPU {_num(c)} CPU" for name, (g, c) in free.items())
-    return f"missing {_missing(group, free)} (free now: {nodes})"
+    return f"missing {_missing(group, free)} (free now: {_free_text(free, names)})"
+
+
+def _free_text(free: dict[str, list[float]], names: dict[str, str]) -> str:
+    """`<node id> (<address>): 0 GPU 2 CPU, ...`: each node by its id, so two on one address stay two."""
+    return ", ".join(f"{names[key]}: {_num(g)} GPU {_num(c)} CPU" for key, (g, c) in free.items())
 
 
 def _fit_hint(group: GroupPlacement) -> str:

@@ -180,6 +180,9 @@ class InstanceEngines:
     secret_env: Mapping[str, str] = field(repr=False, default_factory=dict)
     weight_updates: bool = False
     """The engines take new weights (their admin routes are on; the model server's too)."""
+    endpoint_file: str | None = None
+    """On Ray: the file ng_run keeps listing the engines' URLs in, which the model server follows
+    (an engine re-placed after a lost node serves at a new address)."""
 
     def env_of(self, engine: EngineSpec, base: Mapping[str, str]) -> dict[str, str]:
         """The engine's whole environment: `base`, its own variables, then the secrets."""
@@ -218,7 +221,13 @@ class InstanceEngines:
 
     def server_overrides(self) -> dict[str, Any]:
         """What the instance's model server is given: every endpoint, and the key."""
-        return {"base_url": [engine.base_url for engine in self.engines], "api_key": self.api_key}
+        overrides: dict[str, Any] = {
+            "base_url": [engine.base_url for engine in self.engines],
+            "api_key": self.api_key,
+        }
+        if self.endpoint_file is not None:
+            overrides |= {"endpoint_file": self.endpoint_file, "endpoint_check_interval_s": 1.0}
+        return overrides
 
 
 def visible_devices(env: Mapping[str, str], num_gpus: int | None) -> tuple[str, ...]:

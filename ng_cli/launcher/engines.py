@@ -33,22 +33,31 @@ import os
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from urllib.parse import urlsplit
 
 from ng_cli.engines.engine_log import EngineFacts, parallelism_problems
 from ng_cli.engines.plan import EngineSpec, InstanceEngines
-from ng_cli.errors import LaunchError
+from ng_cli.errors import LaunchError, PlacementError
 from ng_cli.launcher.process import Child, Handle, LineSink, spawn_child, tail_text
+from ng_cli.outputs import write_bytes_atomically
 
-__all__ = ["PROGRESS_EVERY_S", "EngineFleet", "EngineStarter", "serves_model"]
+__all__ = ["PROGRESS_EVERY_S", "EngineFleet", "EngineStarter", "NotPlacedYet", "serves_model"]
 
 EngineStarter = Callable[[EngineSpec, InstanceEngines, LineSink], tuple[Handle, EngineSpec]]
 """Starts one engine; returns its handle and the spec it really runs (a Ray node's address and ports)."""
+
+
+class NotPlacedYet(Exception):
+    """A starter's answer for an engine that has no place to run yet (its node was lost and the
+    others have no room so far): the fleet tries again shortly, without counting a restart."""
+
 
 PROGRESS_EVERY_S = 10.0
 _PROBE_TIMEOUT_S = 1.0
 _REPROBE_S = 1.0
 _MAX_BACKOFF_S = 30.0
+_NOT_PLACED_RETRY_S = 1.0
 _LAUNCHER = "ng_run"
 
 
@@ -187,7 +196,7 @@ class EngineFleet:
             if engine.restart_at is not None and now >= engine.restart_at:
                 if self._starting_neighbour(engine) is None:  # else: again on the next poll
                     engine.restart_at = None
-                    self._spawn(engine)
+                    self._respawn(engine, now)
             elif (
                 engine.restart_at is None
                 and engine.child is not None
@@ -262,6 +271,45 @@ class EngineFleet:
         engine.child, engine.spec = self.starter(engine.spec, engine.plan, observe)
         if isinstance(engine.child, Child):
             self.pgids.add(engine.child.pgid)
+        self._publish(engine.plan)
+
+    def _respawn(self, engine: _Engine, now: float) -> None:
+        """A restart: not placed yet is tried again soon (uncounted); a start that fails (its node
+        was lost meanwhile, say) counts as that restart, and the next one follows its backoff."""
+        try:
+            self._spawn(engine)
+        except NotPlacedYet:
+            engine.restart_at = now + _NOT_PLACED_RETRY_S
+        except LaunchError as error:
+            if isinstance(error, PlacementError):
+                raise  # no room for it within ray.capacity_wait_s: the reason to stop
+            done = self.restarts.get(engine.key, 0)
+            if done >= engine.plan.max_restarts:
+                raise LaunchError(
+                    f"engine '{engine.spec.name}' could not be restarted after {done} restart(s) "
+                    f"(max_restarts {engine.plan.max_restarts}): {error.message}",
+                    hint=error.hint,
+                ) from None
+            self.restarts[engine.key] = done + 1
+            delay = min(_MAX_BACKOFF_S, 2.0**done)
+            engine.restart_at = now + delay
+            self._say(
+                f"{engine.spec.name}: restart {done} failed ({error.message}); trying again in {delay:.0f} s "
+                f"(restart {done + 1} of {engine.plan.max_restarts})"
+            )
+
+    def _publish(self, plan: InstanceEngines) -> None:
+        """Rewrite the instance's endpoint file (if it has one) with its engines' URLs as they are
+        now: the model server follows a re-placed engine's new address (`upstream.endpoint_file`)."""
+        if plan.endpoint_file is None:
+            return
+        started = (engine for engine in self.engines if engine.plan is plan and engine.child is not None)
+        urls = "".join(f"{engine.spec.base_url}\n" for engine in started)
+        path = Path(plan.endpoint_file)
+        if path.is_file() and path.read_text() == urls:
+            return
+        write_bytes_atomically(path, urls.encode())
+        self._say(f"{plan.instance}: engines now at {' '.join(urls.split())}")
 
     def _start_local(
         self, spec: EngineSpec, plan: InstanceEngines, sink: LineSink

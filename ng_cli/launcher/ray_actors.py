@@ -21,7 +21,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import shutil
 import signal
 import socket
 import subprocess
@@ -45,14 +44,17 @@ ENGINE_MAIN_TOKEN = "{ng_engine_main}"
 _KEPT_LINES = 5000
 """Lines kept between two polls (the driver polls several times a second)."""
 _WATCHDOG = """
-import os, shutil, signal, sys
+import os, signal, sys
 sys.stdin.buffer.read()  # returns when the actor's end of the pipe closes: stop(), or its death
 try:
     os.killpg(int(sys.argv[1]), signal.SIGKILL)
 except OSError:
     pass
 if sys.argv[2]:
-    shutil.rmtree(sys.argv[2], ignore_errors=True)  # the actor's work directory (its spec file's)
+    try:
+        os.unlink(sys.argv[2])  # the spec file, if the child never got to read (and delete) it
+    except OSError:
+        pass
 """
 
 
@@ -70,8 +72,9 @@ class _ProcessHost:
         self.lock = threading.Lock()
         self.read_all = False
         """The process's output is read to its end (its exit code may be reported)."""
-        self.workdir: Path | None = None
-        """A server's: where its 0600 spec file is written (engines need none)."""
+        self.spec_path: Path | None = None
+        """A server's 0600 spec file (engines need none): a lone file, no folder, since the child
+        deletes it after reading and nothing may be left behind (a folder was, on a lost node)."""
 
     def node(self) -> dict[str, Any]:
         """Where this actor runs: node IP and id, host name, the actor's own pid."""
@@ -125,12 +128,11 @@ class _ProcessHost:
         if payload.get("spec") is not None:
             assert self.listener is not None, "listen() first"
             spec = dict(payload["spec"], listen_fd=self.listener.fileno())
-            self.workdir = Path(tempfile.mkdtemp(prefix="ng_ray-"))
-            path = self.workdir / "spec.json"
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            fd, path = tempfile.mkstemp(prefix="ng_ray-", suffix=".json")  # 0600
+            self.spec_path = Path(path)
             with os.fdopen(fd, "w") as handle:
                 handle.write(json.dumps(spec))
-            command.append(str(path))
+            command.append(path)
             pass_fds = (self.listener.fileno(),)
         self.process = subprocess.Popen(
             command,
@@ -143,7 +145,7 @@ class _ProcessHost:
             cwd=cwd if cwd and os.path.isdir(cwd) else None,  # the driver's, where this node has it
         )
         self.watchdog = subprocess.Popen(
-            [sys.executable, "-c", _WATCHDOG, str(self.process.pid), str(self.workdir or "")],
+            [sys.executable, "-c", _WATCHDOG, str(self.process.pid), str(self.spec_path or "")],
             stdin=subprocess.PIPE,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
@@ -167,8 +169,8 @@ class _ProcessHost:
 
     def stop(self, grace_s: float) -> int | None:
         """SIGTERM the process group, SIGKILL it after `grace_s`; the exit code."""
-        if self.workdir is not None:
-            shutil.rmtree(self.workdir, ignore_errors=True)
+        if self.spec_path is not None:
+            self.spec_path.unlink(missing_ok=True)
         if self.listener is not None:
             self.listener.close()
         if self.process is None:

@@ -29,8 +29,9 @@ from typing import Any
 from ng_cli.engines.placement import NodeCapacity, PlacementPlan, check_fit
 from ng_cli.engines.plan import ENGINE_MAIN, EngineSpec, InstanceEngines
 from ng_cli.errors import LaunchError, PlacementError
+from ng_cli.launcher.engines import NotPlacedYet
 from ng_cli.launcher.process import LineSink
-from ng_cli.launcher.ray_child import RayChild, import_ray
+from ng_cli.launcher.ray_child import RayChild, import_ray, is_node_alive, node_text
 from ng_cli.launcher.ray_config import RayConfig
 
 __all__ = ["RayBackend", "RayChild"]
@@ -39,6 +40,10 @@ _CALL_TIMEOUT_S = 30.0
 _REACH_TIMEOUT_S = 3.0
 _LOOPBACK = ("127.0.0.1", "localhost", "::1")
 _ANY = ("0.0.0.0", "::", "")
+_SAY_EVERY_S = 10.0
+"""While waiting for room after a lost node, a line this often."""
+_REVIVE_S = 10.0
+"""A group Ray has not re-placed (RESCHEDULING) this long after a lost node is replaced by a new one."""
 
 
 class RayBackend:
@@ -57,6 +62,15 @@ class RayBackend:
         self._servers: dict[str, tuple[Any, str, dict[str, Any]]] = {}
         self._actor_names: list[str] = []
         self._stopped = False
+        self._group_names: dict[str, str] = {}
+        """Planned group name -> the name of the Ray group that now holds it (a new one after a loss)."""
+        self._planned: dict[str, EngineSpec] = {}
+        """Each engine's spec as planned (ports unpicked): a re-placed engine picks ports on its new node."""
+        self._engine_nodes: dict[str, str] = {}
+        self._waiting: dict[str, tuple[float, float]] = {}
+        """What waits for room after a lost node -> (since, when we last said so)."""
+        self.say: Callable[[str], None] = lambda line: None
+        """ng_run's own lines (the stack sets it): waiting for capacity, re-placed groups."""
 
     @classmethod
     def connect(cls, config: RayConfig, *, cpus_needed: float = 0.0) -> RayBackend:
@@ -98,9 +112,10 @@ class RayBackend:
         alive = {node["NodeID"]: node for node in self.ray.nodes() if node.get("Alive")}
         return [
             NodeCapacity(
-                name=str(alive[node_id].get("NodeManagerAddress", node_id[:8])),
+                name=node_text({"node_id": node_id, "ip": alive[node_id].get("NodeManagerAddress")}),
                 gpus=float(resources.get("GPU", 0)),
                 cpus=float(resources.get("CPU", 0)),
+                node_id=node_id,
             )
             for node_id, resources in per_node.items()
             if node_id in alive
@@ -116,6 +131,7 @@ class RayBackend:
             self.groups[group.name] = placement_group(
                 [bundle.resources() for bundle in group.bundles], strategy="STRICT_PACK", name=group.name
             )
+            self._group_names[group.name] = group.name
         deadline = time.monotonic() + self.config.placement_timeout_s
         for name, group in self.groups.items():
             try:
@@ -142,6 +158,9 @@ class RayBackend:
         from ng_cli.launcher.ray_actors import ENGINE_MAIN_TOKEN, GpuLease, ProcessHost
 
         placement = self.placement.of(spec.name)
+        self._planned.setdefault(spec.name, spec)
+        if spec.name in self._engine_nodes:  # a restart: its group may have lost its node
+            self._ensure_group(placement.group)
         group = self.groups[placement.group]
         on_gpu = bool(spec.devices)
         attempt = self._restarts.get(spec.name, 0)
@@ -160,33 +179,51 @@ class RayBackend:
         ).remote(spec.name)
         self.actors.append(actor)
         self._actor_names.append(placement.actor + suffix)
-        node = self._call(actor.node.remote(), spec.name, "start its actor", self.config.placement_timeout_s)
-        gpu_ids: list[str] = []
         leases: list[Any] = []
-        if on_gpu:
-            gpu_ids = self._call(actor.gpu_ids.remote(), spec.name, "read its GPU ids")
-            for index in placement.bundles[1:]:  # one lease per other bundle: its GPU id
-                lease = GpuLease.options(
-                    name=f"{placement.actor}{suffix}-gpu{index}",
-                    num_cpus=0,
-                    num_gpus=placement.gpu_share,
-                    scheduling_strategy=on_bundle(index),
-                ).remote()
-                self.actors.append(lease)
-                leases.append(lease)
-                self._actor_names.append(f"{placement.actor}{suffix}-gpu{index}")
-                gpu_ids += self._call(lease.gpu_ids.remote(), spec.name, f"lease the GPU of bundle {index}")
-        spec = self._address(spec, actor, node)
-        env = plan.env_of(spec, {})
-        unset = ["OMP_NUM_THREADS"] if not on_gpu else []  # Ray's 1-thread default would throttle CPU vLLM
-        if on_gpu:
-            env["CUDA_VISIBLE_DEVICES"] = ",".join(gpu_ids)
-        else:
-            env.pop("CUDA_VISIBLE_DEVICES", None)
-            unset.append("CUDA_VISIBLE_DEVICES")
-        secret = self.ray.put({"env": env, "unset": unset})
-        argv = [ENGINE_MAIN_TOKEN if part == str(ENGINE_MAIN) else part for part in spec.argv()]
-        pid = self._call(actor.start.remote(argv, [secret]), spec.name, "start vLLM")
+        try:
+            node = self._call(
+                actor.node.remote(), spec.name, "start its actor", self.config.placement_timeout_s
+            )
+            gpu_ids: list[str] = []
+            if on_gpu:
+                gpu_ids = self._call(actor.gpu_ids.remote(), spec.name, "read its GPU ids")
+                for index in placement.bundles[1:]:  # one lease per other bundle: its GPU id
+                    lease = GpuLease.options(
+                        name=f"{placement.actor}{suffix}-gpu{index}",
+                        num_cpus=0,
+                        num_gpus=placement.gpu_share,
+                        scheduling_strategy=on_bundle(index),
+                    ).remote()
+                    self.actors.append(lease)
+                    leases.append(lease)
+                    self._actor_names.append(f"{placement.actor}{suffix}-gpu{index}")
+                    gpu_ids += self._call(
+                        lease.gpu_ids.remote(), spec.name, f"lease the GPU of bundle {index}"
+                    )
+            moved = self._engine_nodes.get(spec.name, node["node_id"]) != node["node_id"]
+            if moved:  # re-placed after a lost node: ports free on the new node, a new URL
+                self.say(f"{spec.name} re-placed on {node_text(node)}")
+                spec = self._planned[spec.name]
+                if spec.data_parallel_rank in (None, 0):
+                    self._group_ports.pop((spec.instance, spec.group), None)
+            self._engine_nodes[spec.name] = node["node_id"]
+            spec = self._address(spec, actor, node)
+            env = plan.env_of(spec, {})
+            # Ray's 1-thread default would throttle CPU vLLM.
+            unset = ["OMP_NUM_THREADS"] if not on_gpu else []
+            if on_gpu:
+                env["CUDA_VISIBLE_DEVICES"] = ",".join(gpu_ids)
+            else:
+                env.pop("CUDA_VISIBLE_DEVICES", None)
+                unset.append("CUDA_VISIBLE_DEVICES")
+            secret = self.ray.put({"env": env, "unset": unset})
+            argv = [ENGINE_MAIN_TOKEN if part == str(ENGINE_MAIN) else part for part in spec.argv()]
+            pid = self._call(actor.start.remote(argv, [secret]), spec.name, "start vLLM")
+        except LaunchError:  # its node lost meanwhile, say: free the bundle for the next try
+            for held in (actor, *leases):
+                with contextlib.suppress(Exception):
+                    self.ray.kill(held, no_restart=True)
+            raise
         child = RayChild(
             name=spec.name,
             actor=actor,
@@ -232,8 +269,83 @@ class RayBackend:
             cause = getattr(error, "cause", None) or error
             raise LaunchError(
                 f"'{name}': could not {what} on the Ray cluster: {type(cause).__name__}: {cause}",
-                hint="the node needs this project (and the engine's Python) at the same paths: docs/ray.md",
+                hint=(
+                    "a node lost meanwhile is retried on the others; else the node needs this project "
+                    "(and the engine's Python) at the same paths: docs/ray.md"
+                ),
             ) from None
+
+    def _ensure_group(self, name: str) -> None:
+        """Return once the group holds all its bundles on live nodes; else NotPlacedYet (try again
+        soon), a new group when Ray has not re-placed it within _REVIVE_S, and a PlacementError
+        once ray.capacity_wait_s has passed."""
+        from ray.util.placement_group import placement_group, placement_group_table, remove_placement_group
+
+        assert self.placement is not None
+        group = self.groups[name]
+        try:
+            table = placement_group_table(group)
+        except Exception:
+            table = {"state": "PENDING"}
+        nodes = set((table.get("bundles_to_node_id") or {}).values())
+        if table.get("state") == "CREATED" and all(is_node_alive(self.ray, node) for node in nodes):
+            if self._waiting.pop(name, None) is not None:
+                self.say(f"placement group {self._group_names[name]} is placed again")
+            return
+        now = time.monotonic()
+        since, _ = self._waiting.setdefault(name, (now, now - _SAY_EVERY_S))  # said at once
+        needs = self.placement.group(name).needs()
+        if table.get("state") == "REMOVED" or (
+            now - since >= _REVIVE_S and self._group_names[name] == name and not self._lives_on(name)
+        ):
+            with contextlib.suppress(Exception):
+                remove_placement_group(group)
+            renewed = f"{name}-r{int(now - since)}"
+            self.groups[name] = placement_group(
+                [bundle.resources() for bundle in self.placement.group(name).bundles],
+                strategy="STRICT_PACK",
+                name=renewed,
+            )
+            self._group_names[name] = renewed
+            self.say(
+                f"placement group {name} was not re-placed within {_REVIVE_S:.0f} s: a new group {renewed}"
+            )
+        self._not_yet(name, f"placement group {self._group_names[name]}", needs)
+
+    def _not_yet(self, key: str, what: str, needs: str) -> None:
+        """NotPlacedYet (saying so every 10 s), or PlacementError once ray.capacity_wait_s has passed."""
+        now = time.monotonic()
+        since, said = self._waiting.setdefault(key, (now, now - _SAY_EVERY_S))  # said at once
+        waited = now - since
+        if waited > self.config.capacity_wait_s:
+            raise PlacementError(
+                f"{what} ({needs}) lost its node (node lost), and the nodes that remain have had no room "
+                f"for it for {waited:.0f} s (ray.capacity_wait_s {self.config.capacity_wait_s:g}); "
+                f"free now: {self._free_text()}",
+                group=key,
+                missing=needs,
+                hint="add a node (or free resources), or raise ray.capacity_wait_s",
+            )
+        if now - said >= _SAY_EVERY_S:
+            self._waiting[key] = (since, now)
+            self.say(
+                f"waiting for capacity: {what} needs {needs} after a node lost ({waited:.0f} s of "
+                f"ray.capacity_wait_s {self.config.capacity_wait_s:g}; free now: {self._free_text()})"
+            )
+        raise NotPlacedYet(key)
+
+    def _lives_on(self, name: str) -> bool:
+        """Some engine of ours still runs on this group (removing it would end that engine)."""
+        assert self.placement is not None
+        engines = set(self.placement.group(name).engines)
+        return any(child.name in engines and child.exit_code() is None for child in self.children)
+
+    def _free_text(self) -> str:
+        try:
+            nodes = self.free_capacity()
+        except Exception:
+            return "unknown"
+        return ", ".join(f"{node.name}: {node.gpus:g} GPU {node.cpus:g} CPU" for node in nodes) or "no nodes"
 
     # -- servers ---------------------------------------------------------------------------------
 
@@ -246,7 +358,8 @@ class RayBackend:
         from ng_cli.launcher.ray_actors import ProcessHost
 
         assert self.placement is not None
-        actor_name = self.placement.server_actor(name)
+        attempt = self._restarts.get(name, 0)
+        actor_name = self.placement.server_actor(name) + (f"-r{attempt}" if attempt else "")
         on_loopback = host in _LOOPBACK and self.config.servers_listen_on == "loopback"
         options: dict[str, Any] = {"name": actor_name, "num_cpus": num_cpus}
         if on_loopback:
@@ -262,6 +375,22 @@ class RayBackend:
         bound = self._call(actor.listen.remote(bind_host, port), name, f"bind {bind_host}:{port}")
         self._servers[name] = (actor, actor_name, node)
         return bind_host, int(bound)
+
+    def replace_server(self, name: str, host: str, port: int, num_cpus: float) -> tuple[str, int]:
+        """A new actor for a server whose node was lost, on a node with room: the same port where
+        it is free there (so the URL the others know stays right where the address does too).
+        NotPlacedYet while no live node has room; PlacementError past ray.capacity_wait_s."""
+        if not any(node.cpus + 1e-9 >= num_cpus for node in self.free_capacity()):
+            self._not_yet(f"server {name}", f"server actor '{name}'", f"{num_cpus:g} CPU on one node")
+        self._waiting.pop(f"server {name}", None)
+        self._restarts[name] = self._restarts.get(name, 0) + 1
+        try:
+            return self.listen(name, host, port, num_cpus)
+        except LaunchError:  # the port is taken on the new node: any free one
+            with contextlib.suppress(Exception):
+                self.ray.kill(self.actors[-1], no_restart=True)  # the actor that could not bind
+            self._restarts[name] += 1
+            return self.listen(name, host, 0, num_cpus)
 
     def start_server(
         self,
@@ -339,7 +468,7 @@ class RayBackend:
                 groups = {
                     entry["name"]
                     for entry in placement_group_table().values()
-                    if entry["name"] in self.groups and entry["state"] != "REMOVED"
+                    if entry["name"] in set(self._group_names.values()) and entry["state"] != "REMOVED"
                 }
             except Exception:  # the cluster is gone (a local one whose processes were killed)
                 return []

@@ -18,7 +18,7 @@ from typing import Any
 from ng_cli.errors import ConfigError
 from ng_cli.launcher.process import LOG_TAIL_LINES, LineSink, describe_exit
 
-__all__ = ["ACTOR_DIED", "RayChild", "import_ray"]
+__all__ = ["ACTOR_DIED", "RayChild", "import_ray", "is_node_alive", "node_text"]
 
 _POLL_S = 0.2
 _CALL_TIMEOUT_S = 30.0
@@ -38,6 +38,33 @@ def import_ray() -> Any:
     return ray
 
 
+def node_text(node: dict[str, Any]) -> str:
+    """`node <id> (<address>)`: the id tells apart nodes that share an address."""
+    return f"node {node.get('node_id') or '?'} ({node.get('ip') or '?'})"
+
+
+def is_node_alive(ray: Any, node_id: str) -> bool:
+    """False once the cluster has marked the node dead (its raylet gone: preempted, crashed, removed)."""
+    try:
+        nodes = ray.nodes()
+    except Exception:  # the cluster itself is gone: nothing to tell
+        return True
+    return any(node.get("NodeID") == node_id and node.get("Alive") for node in nodes)
+
+
+def _node_was_lost(ray: Any, node_id: str, *, checks: int = 11, every_s: float = 0.5) -> bool:
+    """When a node dies at once the cluster marks it dead before the actors it held, so one check
+    tells; when its raylet outlives its workers by a moment, it reports them dead first and the
+    node follows after its missed health checks: a few more seconds of checks cover that (an
+    actor that died on a live node costs its report 5 s)."""
+    for check in range(checks):
+        if not is_node_alive(ray, node_id):
+            return True
+        if check < checks - 1:
+            time.sleep(every_s)
+    return False
+
+
 @dataclass(eq=False)
 class RayChild:
     """One process owned by an actor, seen from the driver as a child."""
@@ -54,6 +81,8 @@ class RayChild:
     tail: deque[str] = field(default_factory=lambda: deque(maxlen=LOG_TAIL_LINES))
     relay: threading.Thread | None = None
     actor_died: bool = False
+    node_lost: bool = False
+    """Its actor died because its node did (the cluster marked the node dead)."""
     _code: int | None = None
     _stopping: bool = False
 
@@ -69,7 +98,9 @@ class RayChild:
 
     def describe_end(self, code: int) -> str:
         """How it ended, with the actor's name and node: what a death report shows."""
-        where = f"Ray actor {self.actor_name} on node {self.node.get('ip')}"
+        where = f"Ray actor {self.actor_name} on {node_text(self.node)}"
+        if self.node_lost:
+            return f"its {where} died: node lost (the process died with it)"
         if self.actor_died:
             return f"its {where} died (the process died with it)"
         return f"{describe_exit(code)}; {where}"
@@ -77,6 +108,7 @@ class RayChild:
     def location(self) -> dict[str, Any]:
         return {
             "node": self.node.get("ip"),
+            "node_id": self.node.get("node_id"),
             "hostname": self.node.get("hostname"),
             "actor": self.actor_name,
             "actor_pid": self.node.get("actor_pid"),
@@ -113,6 +145,7 @@ class RayChild:
             except ray.exceptions.RayError:  # the actor died (killed, its node lost): so did the process
                 if not self._stopping:
                     self.actor_died = True
+                    self.node_lost = _node_was_lost(ray, str(self.node.get("node_id")))
                 self._code = ACTOR_DIED
                 return
             except Exception:  # Ray already shut down under a stopping stack: nothing left to read

@@ -7,6 +7,7 @@
       server_num_cpus: 1         # CPUs each server actor asks for (a mapping above overrides it)
       engine_num_cpus: 1         # CPUs per placement-group bundle of an engine
       expert_groups_may_span: false
+      capacity_wait_s: 300       # after a lost node: how long to wait for room before stopping
       num_cpus: 8                # local only: the private cluster's logical CPUs (default: this machine's)
 
 Reading this block imports nothing from Ray: `ray` is an optional extra, loaded by
@@ -54,6 +55,12 @@ class RayConfig(BaseModel):
     """external_lb only: let the data-parallel ranks of one expert group use several nodes."""
     placement_timeout_s: float = Field(default=120.0, gt=0)
     """How long placement groups may stay pending (e.g. nodes still joining) before ng_run gives up."""
+    capacity_wait_s: float = Field(default=300.0, ge=0)
+    """After a node is lost: how long an engine's group or a server actor may wait for room on the
+    nodes that remain (or join) before ng_run stops with the reason; it says so every 10 s."""
+    server_max_restarts: int = Field(default=3, ge=0)
+    """Restarts of a server actor whose node was lost (on another node); past them ng_run stops.
+    A server that dies while its node lives stops the stack at once, as a local one does."""
     runtime_env: dict[str, Any] | None = None
     """Ray's runtime_env for our actors (e.g. `py_modules`); it is shown by the dashboard, so no
     secrets: the engines' keys travel through the object store instead."""

@@ -28,14 +28,21 @@ import subprocess
 import tempfile
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ng_cli.engines.plan import EngineSpec, InstanceEngines
 from ng_cli.errors import LaunchError
 from ng_cli.launcher.admin_keys import remove_admin_keys, write_admin_keys
-from ng_cli.launcher.engines import EngineFleet
-from ng_cli.launcher.health import ExitedBeforeReadyError, NotReadyError, Target, wait_until_ready
+from ng_cli.launcher.engines import EngineFleet, NotPlacedYet
+from ng_cli.launcher.health import (
+    ExitedBeforeReadyError,
+    NotReadyError,
+    Target,
+    probe_health,
+    wait_until_ready,
+)
 from ng_cli.launcher.plan import ServerPlan, StackPlan
 from ng_cli.launcher.ports import bind_listener
 from ng_cli.launcher.process import (
@@ -91,6 +98,13 @@ class Stack:
         self._pgids: set[int] = set()
         self._started = time.monotonic()
         self._stopped = False
+        self._planned_hosts: dict[str, str] = {}
+        """Server actors' hosts as configured (a lost one binds on its new node the same way)."""
+        self._recovering: dict[str, float] = {}
+        """Server actors restarted after their node was lost -> when it was found lost."""
+        self._lost: dict[str, tuple[float, Handle]] = {}
+        """Server actors whose node was lost and that wait for room -> (found lost at, the dead child)."""
+        self._server_restarts: dict[str, int] = {}
 
     @classmethod
     def start(
@@ -153,11 +167,64 @@ class Stack:
 
     def check_alive(self) -> None:
         """Raise LaunchError (naming it, its exit code and last lines) if a server has ended;
-        restart a dead engine, or raise once its restart budget is spent."""
-        for child in self.children.values():
-            if child.exit_code() is not None:
-                raise self._death_error(child, before_ready=False)
+        restart a dead engine, or raise once its restart budget is spent. On Ray, a server actor
+        whose node was lost is restarted on another node instead (`ray.server_max_restarts`)."""
+        for name, child in list(self.children.items()):
+            if child.exit_code() is not None and name not in self._lost:
+                if not getattr(child, "node_lost", False):
+                    raise self._death_error(child, before_ready=False)
+                self._lost[name] = (time.monotonic(), child)
+                self.ready_s.pop(name, None)
+                self.sink("ng_run", f"server '{name}' lost: {child.describe_end(child.exit_code() or 0)}")
+        for name in list(self._lost):
+            self._replace_server(name)
+        for name in list(self._recovering):
+            self._check_recovered(name)
         self.engines.poll()
+
+    def _replace_server(self, name: str) -> None:
+        """A new actor for a server on a lost node (once a node has room), then its child."""
+        assert self.backend is not None
+        assert self.plan.placement is not None
+        lost_at, dead = self._lost[name]
+        done = self._server_restarts.get(name, 0)
+        limit = self.plan.ray.server_max_restarts if self.plan.ray is not None else 0
+        if done >= limit:
+            raise LaunchError(
+                f"server '{name}' (pid {dead.pid}) exited while the stack was running, after {done} "
+                f"restart(s) (ray.server_max_restarts {limit}): {dead.describe_end(dead.exit_code() or 0)}"
+                f"{self._tail_text(dead)}",
+                hint="the lines above are its last output",
+            )
+        server = self.plan.server(name)
+        cpus = self.plan.placement.server_cpus[name]
+        try:
+            address = self.backend.replace_server(name, self._planned_hosts[name], server.port, cpus)
+        except NotPlacedYet:
+            return  # no room yet: the backend says so every 10 s, and stops past ray.capacity_wait_s
+        self._server_restarts[name] = done + 1
+        del self._lost[name]
+        self.plan = self.plan.with_addresses({name: address})
+        spec = self.plan.spec_for(name, listen_fd=None)
+        self.children[name] = self.backend.start_server(
+            name, self.plan.server(name).command, spec.model_dump(), sink=self.sink, redact=self.redactor.text
+        )
+        self._recovering[name] = lost_at
+        self.sink(
+            "ng_run",
+            f"server '{name}' restarted on {self.children[name].location().get('node_id')} at "
+            f"{self.plan.server(name).url} (restart {done + 1} of {limit})",
+        )
+
+    def _check_recovered(self, name: str) -> None:
+        if probe_health(self.plan.server(name).url, timeout_s=0.25):
+            lost_at = self._recovering.pop(name)
+            self.ready_s[name] = time.monotonic() - self._started
+            self.sink(
+                "ng_run",
+                f"server '{name}' is serving again at {self.plan.server(name).url} "
+                f"({time.monotonic() - lost_at:.1f} s after its node was lost)",
+            )
 
     def stop(self, *, force: bool = False, hurry: Callable[[], bool] = lambda: False) -> None:
         """Stop every child within STOP_TIMEOUT_S: SIGTERM, then SIGKILL; reap; close; clean up.
@@ -251,7 +318,9 @@ class Stack:
     def _place(self, backend: RayBackend) -> None:
         """Reserve the engines' placement groups; let the server actors bind and report where."""
         assert self.plan.placement is not None
+        backend.say = lambda line: self.sink("ng_run", line)
         backend.place(self.plan.placement)
+        self._planned_hosts = {name: self.plan.server(name).host for name in self.plan.placement.server_cpus}
         addresses = {
             name: backend.listen(name, self.plan.server(name).host, self.plan.server(name).port, cpus)
             for name, cpus in self.plan.placement.server_cpus.items()
@@ -269,6 +338,8 @@ class Stack:
 
     def _spawn_engines(self) -> None:
         starter = self.backend.start_engine if self.backend is not None else None
+        if self.backend is not None:
+            self.plan = self.plan.with_engines(tuple(self._followed(plan) for plan in self.plan.engines))
         self.engines = EngineFleet(
             self.plan.engines,
             sink=self.sink,
@@ -277,6 +348,15 @@ class Stack:
             before_spawn=self._release_engine_ports,
         )
         self.engines.start()
+
+    def _followed(self, plan: InstanceEngines) -> InstanceEngines:
+        """On Ray, an endpoint file for the model server (when it runs on ng_run's node, where the
+        file is): an engine re-placed on another node serves at a new URL, and the server follows."""
+        server = self.plan.server(plan.instance)
+        on_our_node = not self.plan.is_actor(server.name) or server.host in ("127.0.0.1", "localhost", "::1")
+        if not on_our_node:
+            return plan
+        return replace(plan, endpoint_file=str(self.plan.run_dir / f"{plan.instance}.endpoints"))
 
     def _release_engine_ports(self, spec: EngineSpec) -> None:
         """Close what held an engine's ports right before it binds them (a deferred engine's stay held)."""

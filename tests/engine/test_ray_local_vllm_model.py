@@ -85,7 +85,7 @@ def test_ray_local_cluster_engines_and_servers_as_actors_one_actor_killed_nothin
             kill=_kill_actor,
             exit_report=(
                 f"policy_model/engine-0 exited (its Ray actor ng-{run_id}-policy_model-engine-0 on node "
-                f"{engines[0]['node']} died (the process died with it)); restarting it in 1 s"
+                f"{engines[0]['node_id']} ({engines[0]['node']}) died (the process died with it)); restarting it in 1 s"
             ),
         )
         assert figures["failovers"] > 0

@@ -213,7 +213,8 @@ def test_a_dead_server_actor_is_reported_by_name_with_its_last_lines(
         assert run.wait_exit(timeout_s=60) == 1
         assert (
             f"server 'tools_a' (pid {tools_a['pid']}) exited while the stack was running: its Ray actor "
-            f"ng-{run_id}-server-tools_a on node {tools_a['node']} died" in run.output
+            f"ng-{run_id}-server-tools_a on node {tools_a['node_id']} ({tools_a['node']}) died (the process "
+            "died with it)" in run.output  # its node lives: no "node lost", and the stack stops
         )
         report = run.output.split("exited while the stack was running", 1)[1]
         assert re.search(r"last \d+ lines of 'tools_a':\n  \[tools_a\] tools_a: hello from tools_a", report)

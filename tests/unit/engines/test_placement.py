@@ -166,6 +166,21 @@ def test_server_actors_need_cpus_left_after_the_engines(tmp_path: Path) -> None:
     assert "ray.server_num_cpus" in (caught.value.hint or "")
 
 
+def test_two_nodes_on_one_address_are_two_nodes(tmp_path: Path) -> None:
+    """Issue 29: nodes keyed by address merged two raylets of one host, refusing a stack that fits."""
+    engines = plan(model_dir(tmp_path), devices=(), vllm_serve_kwargs={"data_parallel_size": 2})
+    placement = placed(engines, server_cpus={"env": 1.0})
+    same_host = [
+        NodeCapacity("aaaa (10.0.0.5)", 0, 2, node_id="aaaa"),
+        NodeCapacity("bbbb (10.0.0.5)", 0, 2, node_id="bbbb"),
+    ]
+    fit = check_fit(placement, same_host)
+    assert sorted(fit.values()) == ["aaaa (10.0.0.5)", "aaaa (10.0.0.5)", "bbbb (10.0.0.5)"]
+    with pytest.raises(PlacementError) as caught:
+        check_fit(placement, same_host[:1])
+    assert "aaaa (10.0.0.5)" in caught.value.message
+
+
 def test_names_are_unique_within_a_run_and_between_runs(tmp_path: Path) -> None:
     first = plan(model_dir(tmp_path), devices=gpus(4), vllm_serve_kwargs={"data_parallel_size": 2})
     path = model_dir(tmp_path, name="other")
