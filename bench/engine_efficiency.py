@@ -220,8 +220,8 @@ def main() -> None:
         for round_index in range(args.rounds):
             for concurrency in args.concurrency:
                 order = names if round_index % 2 == 0 else names[::-1]
-                for path in order:
-                    if path == "stack":
+                for route in order:
+                    if route == "stack":
                         result = _collect(
                             rows[concurrency],
                             head_url=ready["head_url"],
@@ -230,7 +230,7 @@ def main() -> None:
                             env=env,
                         )
                     else:
-                        url, bodies, usage = paths[path]
+                        url, bodies, usage = paths[route]
                         result = asyncio.run(
                             _drive(
                                 url,
@@ -240,9 +240,9 @@ def main() -> None:
                                 usage=usage,
                             )
                         )
-                    runs.append({"round": round_index, "concurrency": concurrency, "path": path, **result})
+                    runs.append({"round": round_index, "concurrency": concurrency, "path": route, **result})
                     console.print(
-                        f"round {round_index} c={concurrency} {path}: {result['tokens_per_s']:.0f} tok/s"
+                        f"round {round_index} c={concurrency} {route}: {result['tokens_per_s']:.0f} tok/s"
                     )
     finally:
         process.send_signal(signal.SIGINT)

@@ -27,6 +27,7 @@ import shutil
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 COPIED = (
     "config.json",
@@ -38,7 +39,7 @@ COPIED = (
 )
 
 
-def llama_shapes(config: dict) -> list[tuple[str, tuple[int, ...]]]:
+def llama_shapes(config: dict[str, Any]) -> list[tuple[str, tuple[int, ...]]]:
     """(name, shape) of every tensor of LlamaForCausalLM's state dict, in layer order."""
     hidden = int(config["hidden_size"])
     inter = int(config["intermediate_size"])
@@ -88,7 +89,7 @@ def shard_plan(
     return shards
 
 
-def write(config_dir: Path, out: Path, *, seed: int, std: float, shard_gb: float) -> dict:
+def write(config_dir: Path, out: Path, *, seed: int, std: float, shard_gb: float) -> dict[str, Any]:
     import torch
     from safetensors.torch import save_file
 
@@ -154,7 +155,7 @@ def write(config_dir: Path, out: Path, *, seed: int, std: float, shard_gb: float
     }
 
 
-def check(config_dir: Path, out: Path, *, std: float) -> dict:
+def check(config_dir: Path, out: Path, *, std: float) -> dict[str, Any]:
     """Read every file back: the names, shapes and dtype of the config's state dict, and values."""
     import torch
     from safetensors import safe_open
@@ -184,7 +185,7 @@ def check(config_dir: Path, out: Path, *, std: float) -> dict:
     measured = float(sample.std()) if sample is not None else float("nan")
     if not abs(measured - std) < 0.1 * std:
         problems.append(f"q_proj std {measured:.4f}, expected {std}")
-    if problems:
+    if problems or sample is None:  # no sample: its std is nan, a problem above
         raise SystemExit(f"{out}: " + "; ".join(problems))
     return {
         "checked_tensors": len(seen),
