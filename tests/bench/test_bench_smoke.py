@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,6 +24,7 @@ import pytest
 
 from ng_cli.engines.local_vllm import vllm_venv_python
 from tests.fixtures.engine_env import require_vllm_env
+from tests.fixtures.stack.harness import MARKER_VAR, marked_pids
 from tests.fixtures.wheelhouse import make_wheel, write_wheelhouse
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -139,9 +142,14 @@ def test_bench_script_runs_on_its_smallest_setting(smoke: Smoke, tmp_path: Path)
     command = [str(python), str(BENCH / smoke.script), *smoke.args.split(), *extra, smoke.out_flag, str(out)]
     if smoke.script == "make_random_checkpoint.py":
         command += ["--out", str(tmp_path / "checkpoint")]
-    result = subprocess.run(
-        command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=TIMEOUT_S, check=False
-    )
+    env[MARKER_VAR] = marker = uuid.uuid4().hex  # a script's ng_run runs in a session of its own
+    try:
+        result = subprocess.run(
+            command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=TIMEOUT_S, check=False
+        )
+    finally:
+        for pid in marked_pids(marker):  # what a script that failed or overran left behind
+            os.kill(pid, signal.SIGKILL)
     assert result.returncode == 0, f"{' '.join(command)}\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
     if out.is_dir():
         assert any(out.glob("*.safetensors")), f"{smoke.script} wrote no weights to {out}"
