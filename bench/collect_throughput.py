@@ -236,6 +236,12 @@ def main() -> None:
     )
     parser.add_argument("--levels", default=",".join(map(str, ROLLOUTS_AT)), help="concurrency levels")
     parser.add_argument("--scale", type=float, default=1.0, help="multiply the rollouts per level")
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=RESULTS,
+        help="the results file (default: %(default)s; a smoke run writes elsewhere)",
+    )
     args = parser.parse_args()
     console = Console(width=150)
     levels = []
@@ -248,8 +254,8 @@ def main() -> None:
     findings = [bottleneck(level) for level in levels]
     for finding in findings:
         console.print(finding)
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_bytes(
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_bytes(
         orjson.dumps(
             {
                 "benchmark": "ng_collect_rollouts throughput",
@@ -265,7 +271,7 @@ def main() -> None:
             option=orjson.OPT_INDENT_2,
         )
     )
-    console.print(f"wrote {RESULTS.relative_to(ROOT)}")
+    console.print(f"wrote {args.out}")
 
 
 if __name__ == "__main__":

@@ -357,12 +357,20 @@ def main() -> None:
                                 usage=usage,
                             )
                         )
-                    result["cores"] = _cores_used(cpu_before, _cpu_seconds(process.pid), result["seconds"])
+                    cores = _cores_used(cpu_before, _cpu_seconds(process.pid), result["seconds"])
                     if path.endswith("stack"):
-                        result["cores"]["ng_collect_rollouts"] = round(
+                        cores["ng_collect_rollouts"] = round(
                             (_children_cpu() - children_before) / result["seconds"], 2
                         )
-                    runs.append({"round": round_index, "concurrency": concurrency, "path": path, **result})
+                    runs.append(
+                        {
+                            "round": round_index,
+                            "concurrency": concurrency,
+                            "path": path,
+                            **result,
+                            "cores": cores,
+                        }
+                    )
                     console.print(
                         f"round {round_index} c={concurrency} {path}: {result['tokens_per_s']:.0f} tok/s"
                     )

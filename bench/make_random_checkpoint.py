@@ -31,6 +31,7 @@ import shutil
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 COPIED = (
     "config.json",
@@ -42,7 +43,7 @@ COPIED = (
 )
 
 
-def llama_shapes(config: dict) -> list[tuple[str, tuple[int, ...]]]:
+def llama_shapes(config: dict[str, Any]) -> list[tuple[str, tuple[int, ...]]]:
     """(name, shape) of every tensor of LlamaForCausalLM's state dict, in layer order."""
     hidden = int(config["hidden_size"])
     inter = int(config["intermediate_size"])
@@ -70,7 +71,7 @@ def llama_shapes(config: dict) -> list[tuple[str, tuple[int, ...]]]:
     return shapes
 
 
-def qwen3_moe_shapes(config: dict) -> list[tuple[str, tuple[int, ...]]]:
+def qwen3_moe_shapes(config: dict[str, Any]) -> list[tuple[str, tuple[int, ...]]]:
     """(name, shape) of every tensor of Qwen3MoeForCausalLM's state dict (every layer sparse)."""
     hidden = int(config["hidden_size"])
     heads = int(config["num_attention_heads"])
@@ -111,14 +112,14 @@ SHAPES = {"llama": llama_shapes, "qwen3_moe": qwen3_moe_shapes}
 DTYPES = {"float32": ("float32", "F32", 4), "bfloat16": ("bfloat16", "BF16", 2)}
 
 
-def shapes_of(config: dict, where: Path) -> list[tuple[str, tuple[int, ...]]]:
+def shapes_of(config: dict[str, Any], where: Path) -> list[tuple[str, tuple[int, ...]]]:
     kind = config.get("model_type")
     if kind not in SHAPES:
         raise SystemExit(f"{where}: model_type {kind!r}, expected one of {sorted(SHAPES)}")
     return SHAPES[kind](config)
 
 
-def dtype_of(config: dict) -> tuple[str, str, int]:
+def dtype_of(config: dict[str, Any]) -> tuple[str, str, int]:
     """(torch name, safetensors name, bytes) of the config's dtype; bf16 unless it says float32."""
     return DTYPES[
         "float32" if (config.get("dtype") or config.get("torch_dtype")) == "float32" else "bfloat16"
@@ -147,7 +148,7 @@ def shard_plan(
     return shards
 
 
-def write(config_dir: Path, out: Path, *, seed: int, std: float, shard_gb: float) -> dict:
+def write(config_dir: Path, out: Path, *, seed: int, std: float, shard_gb: float) -> dict[str, Any]:
     import torch
     from safetensors.torch import save_file
 
@@ -215,7 +216,7 @@ def write(config_dir: Path, out: Path, *, seed: int, std: float, shard_gb: float
     }
 
 
-def check(config_dir: Path, out: Path, *, std: float) -> dict:
+def check(config_dir: Path, out: Path, *, std: float) -> dict[str, Any]:
     """Read every file back: the names, shapes and dtype of the config's state dict, and values."""
     import torch
     from safetensors import safe_open
@@ -247,7 +248,7 @@ def check(config_dir: Path, out: Path, *, std: float) -> dict:
     measured = float(sample.std()) if sample is not None else float("nan")
     if not abs(measured - std) < 0.1 * std:
         problems.append(f"q_proj std {measured:.4f}, expected {std}")
-    if problems:
+    if problems or sample is None:  # no sample: its std is nan, a problem above
         raise SystemExit(f"{out}: " + "; ".join(problems))
     return {
         "checked_tensors": len(seen),

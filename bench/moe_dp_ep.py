@@ -145,7 +145,8 @@ def _served(engine_url: str, key: str) -> str:
 
 
 def _served_by(stack: Any) -> dict[str, float]:
-    return stack.ok_requests()
+    served: dict[str, float] = stack.ok_requests()
+    return served
 
 
 def main() -> None:

@@ -258,7 +258,7 @@ def _run_one(root: Path, name: str, max_rows: int) -> dict[str, Any]:
     from ng_cli.servers.loading import load_server_class
     from ng_cli.servers.spec import ServerAddress
     from ng_cli.servers.testing import assistant_message, serve_agent, serve_in_thread
-    from responses_api_agents.simple_agent.app import SimpleAgent  # type: ignore[import-not-found]
+    from responses_api_agents.simple_agent.app import SimpleAgent
 
     folder = root / "resources_servers" / name
     info = classify(folder)

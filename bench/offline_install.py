@@ -77,6 +77,7 @@ def main() -> int:
     parser.add_argument(
         "--label", default="run", help="results go to bench/results/offline_install_LABEL.json"
     )
+    parser.add_argument("--out", type=Path, help="the results file (default: offline_install_LABEL.json)")
     args = parser.parse_args()
     prefix = _offline_prefix()
     common = (["--python", args.python] if args.python else []) + (["--dry-run"] if args.dry_run else [])
@@ -112,7 +113,7 @@ def main() -> int:
         phases.add_row(text, str(seconds))
     console = Console()
     console.print(table, phases)
-    results = RESULTS / f"offline_install_{args.label}.json"
+    results: Path = args.out or RESULTS / f"offline_install_{args.label}.json"
     results.parent.mkdir(parents=True, exist_ok=True)
     report = {
         "when_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
@@ -128,8 +129,8 @@ def main() -> int:
         "total_wall_s": round(sum(c["wall_s"] for c in calls), 2),
     }
     results.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
-    console.print(f"wrote {results.relative_to(ROOT)}")
-    return max(c["rc"] for c in calls)
+    console.print(f"wrote {results}")
+    return max(int(c["rc"]) for c in calls)
 
 
 if __name__ == "__main__":

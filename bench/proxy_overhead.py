@@ -525,7 +525,7 @@ def write_results(samples: list[Sample], cpu: dict[str, dict[str, float]], args:
     result = {
         "machine": _machine(),
         "settings": {
-            **vars(args),
+            **{key: value for key, value in vars(args).items() if key != "out"},
             "prompt_tokens": PROMPT_TOKENS,
             "generated_tokens": GENERATED_TOKENS,
             "history_tokens": HISTORY_TOKENS,
@@ -536,9 +536,9 @@ def write_results(samples: list[Sample], cpu: dict[str, dict[str, float]], args:
             mode: {k: v * 1000 for k, v in values.items()} for mode, values in cpu.items()
         },
     }
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps(result, indent=2) + "\n")
-    Console().print(f"wrote {RESULTS.relative_to(ROOT)}")
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(result, indent=2) + "\n")
+    Console().print(f"wrote {args.out}")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -694,9 +694,9 @@ def write_stream_results(samples: list[StreamSample], args: argparse.Namespace) 
             str(streams): _stream_added(samples, streams) for streams in sorted({s.streams for s in samples})
         },
     }
-    STREAM_RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    STREAM_RESULTS.write_text(json.dumps(result, indent=2) + "\n")
-    Console().print(f"wrote {STREAM_RESULTS.relative_to(ROOT)}")
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(result, indent=2) + "\n")
+    Console().print(f"wrote {args.out}")
 
 
 def main() -> None:
@@ -716,8 +716,14 @@ def main() -> None:
     parser.add_argument(
         "--single-stream-calls", type=int, default=60, help="calls of the 1-stream run (--stream)"
     )
+    parser.add_argument(
+        "--out",
+        type=Path,
+        help=f"the results file (default: {RESULTS.name}, {STREAM_RESULTS.name} with --stream)",
+    )
     parser.add_argument("--serve-upstream", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    args.out = args.out or (STREAM_RESULTS if args.stream else RESULTS)
     unknown = [key for key in args.modes.split(",") if key not in MODES]
     if unknown:
         parser.error(f"--modes: unknown {unknown}; choose from {', '.join(MODES)}")

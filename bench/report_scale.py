@@ -127,7 +127,7 @@ def write_rollouts(directory: Path, n: int) -> Path:
     return path
 
 
-def time_generation(rollouts: Path) -> dict[str, float]:
+def time_generation(rollouts: Path) -> dict[str, Any]:
     """write_report in a fresh process: wall time, CPU time (which other load on the machine
     barely changes) and peak memory."""
     code = (
@@ -179,8 +179,14 @@ def main() -> None:
     )
     parser.add_argument("--sizes", default="1000,10000,100000")
     parser.add_argument("--no-browser", action="store_true")
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=RESULTS,
+        help="the results file (default: %(default)s; a smoke run writes elsewhere)",
+    )
     args = parser.parse_args()
-    rows = []
+    rows: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory() as tmp:
         directory = Path(tmp)
         for n in (int(size) for size in args.sizes.split(",")):
@@ -225,8 +231,8 @@ def main() -> None:
             str(b.get("dom_nodes", "-")),
         )
     Console().print(table)
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(
         json.dumps(
             {
                 "machine": platform.platform(),
@@ -237,7 +243,7 @@ def main() -> None:
             indent=2,
         )
     )
-    print(f"wrote {RESULTS}")
+    print(f"wrote {args.out}")
 
 
 if __name__ == "__main__":

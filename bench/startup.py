@@ -314,6 +314,9 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--stack", choices=["example", "fixture", "engines"], default="example")
     parser.add_argument("--compare-ray", action="store_true", help="each run as local processes and on Ray")
+    parser.add_argument(
+        "--out", type=Path, help="the results file (default: startup.json or startup_ray*.json)"
+    )
     options = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="ng-bench-") as scratch, stub_model_endpoint() as base_url:
         work = Path(scratch)
@@ -339,9 +342,10 @@ def main() -> None:
         )
     else:
         result, path = report(runs, options.stack), RESULTS
+    path = options.out or path
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(result, indent=2) + "\n")
-    Console().print(f"wrote {path.relative_to(ROOT)}")
+    Console().print(f"wrote {path}")
 
 
 if __name__ == "__main__":

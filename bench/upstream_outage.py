@@ -96,6 +96,12 @@ def main() -> None:
     parser.add_argument("--delay-s", type=float, default=0.5, help="each stub generation takes this long")
     parser.add_argument("--outage-s", type=float, default=60.0)
     parser.add_argument("--kill-at-s", type=float, default=20.0)
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=RESULTS,
+        help="the results file (default: %(default)s; a smoke run writes elsewhere)",
+    )
     args = parser.parse_args()
 
     console = Console()
@@ -143,7 +149,8 @@ def main() -> None:
     lost_beyond_s = outage.wall_s - baseline.wall_s - outage_s
     result: dict[str, Any] = {
         "machine": {"cpus": os.cpu_count(), "platform": platform.platform()},
-        "settings": vars(args) | {"model_server": "vllm_model defaults", "collector": "defaults"},
+        "settings": {key: value for key, value in vars(args).items() if key != "out"}
+        | {"model_server": "vllm_model defaults", "collector": "defaults"},
         "baseline": asdict(baseline),
         "outage_run": asdict(outage),
         "resume": asdict(resume) if resume is not None else None,
@@ -167,9 +174,9 @@ def main() -> None:
         f"outage {outage_s:.1f} s; time lost beyond the outage {lost_beyond_s:.1f} s; rollouts lost after the run "
         f"{result['rollouts_lost_after_run']}, after a resume {result['rollouts_lost_after_resume']}"
     )
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps(result, indent=2) + "\n")
-    console.print(f"wrote {RESULTS.relative_to(ROOT)}")
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(result, indent=2) + "\n")
+    console.print(f"wrote {args.out}")
 
 
 if __name__ == "__main__":

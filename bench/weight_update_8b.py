@@ -278,7 +278,8 @@ def phase_floor(run: Run) -> dict[str, Any]:
         )  # fmt: skip
         if out.returncode != 0:
             return {"mode": mode, "error": out.stderr[-2000:]}
-        return json.loads(out.stdout.strip().splitlines()[-1])
+        floor: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
+        return floor
 
     result: dict[str, Any] = {"fingerprint_s": run.fingerprint_s()}
     sub("read")  # make sure A is in the page cache

@@ -45,7 +45,15 @@ from ng_cli.rollouts.resume import OutputPaths
 if TYPE_CHECKING:
     from ng_cli.launcher.ray_backend import RayBackend
 
-__all__ = ["FileSink", "collect_end_to_end", "collect_settings", "inputs_dir", "servers_log", "written_files"]
+__all__ = [
+    "FileSink",
+    "collect_end_to_end",
+    "collect_on_stack",
+    "collect_settings",
+    "inputs_dir",
+    "servers_log",
+    "written_files",
+]
 
 _POLL_S = 0.1
 
@@ -134,10 +142,7 @@ def _run(
         try:
             stack.wait_ready(should_stop=signals.requested)
             if signals.signum is None:
-                urls = {server.name: server.url for server in stack.plan.servers}
-                settings = settings.model_copy(update={"agent_urls": urls})
-                view = make_view(console, interval_s=settings.progress_interval_s)
-                result = asyncio.run(_collect(settings, view, stack, signals.requested))
+                result = collect_on_stack(stack, settings, console, should_stop=signals.requested)
         except LaunchError:
             if signals.signum is None:  # interrupted during start-up: a clean stop, not a failure
                 raise
@@ -155,6 +160,18 @@ def _run(
             return 128 + signals.signum
     console.print(render_summary(result))
     return result.exit_code
+
+
+def collect_on_stack(
+    stack: Stack, settings: CollectConfig, console: Console, *, should_stop: Callable[[], bool]
+) -> CollectResult | None:
+    """The collector against a ready stack, given its agents' URLs directly (no head lookup), with
+    live progress on `console`; None when a stop was asked for; LaunchError when a server died.
+    `ng_e2e_collect_rollouts` and `ng_quickstart` both collect through here."""
+    urls = {server.name: server.url for server in stack.plan.servers}
+    settings = settings.model_copy(update={"agent_urls": urls})
+    view = make_view(console, interval_s=settings.progress_interval_s)
+    return asyncio.run(_collect(settings, view, stack, should_stop))
 
 
 async def _collect(

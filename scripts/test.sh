@@ -28,7 +28,8 @@ echo "== mypy"
 
 echo "== pytest"
 set +e
-NG_REQUIRE_ENGINE=1 NG_REQUIRE_BROWSER=1 NG_REQUIRE_RAY=1 .venv/bin/python -m pytest -p no:cacheprovider "$@"
+# --durations: where CI time goes, in every log (the slowest 25 phases: setup, call, teardown).
+NG_REQUIRE_ENGINE=1 NG_REQUIRE_BROWSER=1 NG_REQUIRE_RAY=1 .venv/bin/python -m pytest -p no:cacheprovider --durations=25 "$@"
 code=$?
 set -e
 if [ "$code" -eq 5 ]; then

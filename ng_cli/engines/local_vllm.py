@@ -155,7 +155,7 @@ class VllmServer:
         served_model_name: str,
         port: int | None = None,
         log_dir: Path | None = None,
-        startup_timeout_s: float = 240.0,
+        startup_timeout_s: float = 900.0,
     ) -> VllmServer:
         """Launch the server and return once /health answers; raise LaunchError with the log tail."""
         port = port or _free_port()

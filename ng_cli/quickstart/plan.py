@@ -1,9 +1,10 @@
-"""What the quickstart runs and where it writes: paths, sizes, and the exact argv of each step (pure).
+"""What the quickstart runs and where it writes: paths, sizes, and the config overrides (pure).
 
-The engine is the product's own path: `ng_run` with the shipped `local_vllm_model` config for the
-CPU engine plans it, starts it, and hands its URL and a random per-run key to the model server,
-so no key ever leaves `ng_run`. `NG_ENV_YAML` points at an empty env file of the run's own, so
-the user's env.yaml is neither read nor changed.
+The engine is the product's own path: the shipped `local_vllm_model` config for the CPU engine,
+planned and started by the same launcher as `ng_run` (in this process, as
+`ng_e2e_collect_rollouts` runs it), which hands the engine's URL and a random per-run key to the
+model server, so no key ever leaves the launcher. `NG_ENV_YAML` points at an empty env file of
+the run's own, so the user's env.yaml is neither read nor changed.
 """
 
 from __future__ import annotations
@@ -23,8 +24,9 @@ __all__ = [
     "EXAMPLE_INPUT",
     "QuickstartPlan",
     "child_env",
-    "collect_args",
+    "collect_overrides",
     "ng_run_args",
+    "stack_overrides",
     "write_env_file",
 ]
 
@@ -57,9 +59,6 @@ class QuickstartPlan:
     num_samples_in_parallel: int = 10
     max_output_tokens: int = 256
     """Per model call. The embedded model's turns are ~40 tokens; the cap bounds a model that does not stop."""
-    ready_timeout_s: float = 420.0
-    """How long ng_run may take until the engine serves and every server answers /health."""
-    collect_timeout_s: float = 900.0
 
     @classmethod
     def default(cls, root: Path | None = None) -> QuickstartPlan:
@@ -90,21 +89,27 @@ class QuickstartPlan:
 
     @property
     def ng_run_log(self) -> Path:
+        """The stack's output: the engine's and every server's lines, prefixed with their names."""
         return self.run_dir / "ng_run.log"
 
 
-def ng_run_args(plan: QuickstartPlan) -> list[str]:
-    """`ng_run`'s arguments: the example stack with its engine, this model, any free head port, a ready file."""
+def stack_overrides(plan: QuickstartPlan) -> list[str]:
+    """The example stack with its engine, this model, any free head port."""
     return [
         "+config_paths=[" + ",".join(EXAMPLE_CONFIG_PATHS) + "]",
         f"++{MODEL_KEY}={plan.model_dir}",
-        f"+ready_file={plan.ready_file}",
         "++head_server.port=0",
     ]
 
 
-def collect_args(plan: QuickstartPlan, head_url: str) -> list[str]:
-    """`ng_collect_rollouts`' arguments over the example data, starting over each time."""
+def ng_run_args(plan: QuickstartPlan) -> list[str]:
+    """The same stack as an `ng_run` command line, with a ready file (what docs/quickstart.md
+    shows to run it by hand; the engine tests start it so)."""
+    return [*stack_overrides(plan), f"+ready_file={plan.ready_file}"]
+
+
+def collect_overrides(plan: QuickstartPlan) -> list[str]:
+    """The collector's options over the example data, starting over each time."""
     return [
         f"+agent_name={EXAMPLE_AGENT}",
         f"+input_jsonl_fpath={plan.root / EXAMPLE_INPUT}",
@@ -112,7 +117,6 @@ def collect_args(plan: QuickstartPlan, head_url: str) -> list[str]:
         f"+num_repeats={plan.num_repeats}",
         f"+num_samples_in_parallel={plan.num_samples_in_parallel}",
         f"+responses_create_params.max_output_tokens={plan.max_output_tokens}",
-        f"+head_server_url={head_url}",
         "+overwrite=true",
     ]
 

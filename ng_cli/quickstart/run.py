@@ -1,32 +1,39 @@
 """Running the quickstart: each phase with a header and a timing, and everything stopped at the end.
 
-    embedded model -> ng_run (local_vllm_model: its CPU engine first, then the servers; ready file)
-                   -> ng_collect_rollouts -> stop
+    embedded model -> Stack (the launcher ng_run and ng_e2e_collect_rollouts use: the CPU engine
+                      of local_vllm_model first, then the servers) -> the collector -> stop
 
-Whatever happens (a failed phase, Ctrl-C, SIGTERM), the last phase stops `ng_run` (SIGINT, as
-Ctrl-C would), which stops its engine and servers. A second Ctrl-C is ignored while that runs,
-so it cannot leave an engine behind.
+All in this process, as `ng_e2e_collect_rollouts` runs: one supervisor (`launcher.stack.Stack`)
+and one readiness wait. Ctrl-C and SIGTERM are a flag (`StopSignals`) read while the stack gets
+ready and while rollouts are collected; whatever happens (a failed phase, a signal), the last
+phase stops the stack, engine included; a second signal only hurries that stop, it cannot
+leave an engine behind.
 """
 
 from __future__ import annotations
 
 import contextlib
-import signal
+import os
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import FrameType
 
 from rich.console import Console
 from rich.rule import Rule
 from rich.table import Table
 from rich.text import Text
 
+from ng_cli.config.compose import ComposedConfig, compose_config
+from ng_cli.config.paths import ENV_YAML_ENV
+from ng_cli.e2e import FileSink, collect_on_stack
 from ng_cli.errors import LaunchError, NgError
-from ng_cli.quickstart.plan import QuickstartPlan, child_env, collect_args, ng_run_args, write_env_file
-from ng_cli.quickstart.processes import StackProcess, console_script, run_foreground
+from ng_cli.launcher.signals import StopSignals
+from ng_cli.launcher.stack import Stack
+from ng_cli.launcher.supervise import plan_and_connect
+from ng_cli.quickstart.plan import QuickstartPlan, collect_overrides, stack_overrides, write_env_file
 from ng_cli.quickstart.report import rollout_report
+from ng_cli.rollouts import collect_config_from, render_summary
 from ng_cli.rollouts.resume import OutputPaths
 
 __all__ = ["EXIT_INTERRUPTED", "Phases", "run_quickstart"]
@@ -83,14 +90,21 @@ class Phases:
         return table
 
 
-_COLLECT = "collect scored rollouts (ng_collect_rollouts)"
+_COLLECT = "collect scored rollouts (the collector)"
 
 
 @dataclass
 class _Started:
     """What is running, for the clean-up to stop."""
 
-    stack: StackProcess | None = None
+    stack: Stack | None = None
+    log: FileSink | None = None
+    signals: StopSignals = field(default_factory=StopSignals)
+
+    def check_signals(self) -> None:
+        """A Ctrl-C or SIGTERM seen since the last check ends the phase under way as interrupted."""
+        if self.signals.requested():
+            raise KeyboardInterrupt
 
 
 def run_quickstart(plan: QuickstartPlan, *, console: Console, setup_s: float | None = None) -> int:
@@ -99,16 +113,19 @@ def run_quickstart(plan: QuickstartPlan, *, console: Console, setup_s: float | N
     started = _Started()
     is_interrupted = False
     _prepare_run_dir(plan)
-    try:
-        with _sigterm_as_interrupt():
+    with started.signals, _own_env_file(plan.env_file):
+        try:
             _run_phases(plan, phases, started)
-    except NgError as error:
-        _print_error(console, error)
-    except KeyboardInterrupt:
-        console.print(Text("interrupted: stopping everything", style="yellow"))
-        is_interrupted = True
-    finally:
-        with _sigint_ignored():
+        except NgError as error:
+            if started.signals.requested():  # a signal during start-up: a clean stop, not a failure
+                is_interrupted = True
+            else:
+                _print_error(console, error)
+        except KeyboardInterrupt:
+            is_interrupted = True
+        finally:
+            if is_interrupted:
+                console.print(Text("interrupted: stopping everything", style="yellow"))
             try:
                 with phases.phase("stop the stack and its engine", is_last=True):
                     _stop_all(plan, started)
@@ -126,6 +143,20 @@ def _prepare_run_dir(plan: QuickstartPlan) -> None:
     write_env_file(plan.env_file)
 
 
+@contextlib.contextmanager
+def _own_env_file(path: Path) -> Iterator[None]:
+    """The config, the servers and the engine read the run's own env file, not the user's."""
+    previous = os.environ.get(ENV_YAML_ENV)
+    os.environ[ENV_YAML_ENV] = str(path)
+    try:
+        yield
+    finally:
+        if previous is None:
+            os.environ.pop(ENV_YAML_ENV, None)
+        else:
+            os.environ[ENV_YAML_ENV] = previous
+
+
 def _run_phases(plan: QuickstartPlan, phases: Phases, started: _Started) -> None:
     """The three working phases; `started` tells the clean-up what to stop."""
     show = phases.console
@@ -133,14 +164,28 @@ def _run_phases(plan: QuickstartPlan, phases: Phases, started: _Started) -> None
         _check_model_dir(plan.model_dir)
         note = "trained offline for this task; see its README.md"
         show.print(f"model: {plan.model_dir} ({note})", highlight=False, soft_wrap=True)
-    with phases.phase("start the CPU vLLM engine and the example stack (ng_run)"):
-        show.print(f"ng_run's output (the engine's too): {plan.ng_run_log}", highlight=False, soft_wrap=True)
-        started.stack = stack = _start_stack(plan)
-        for engine in stack.ready.get("engines", []):
-            show.print(f"engine: {engine['url']} ({engine['reported']})", highlight=False, soft_wrap=True)
-        show.print(f"head server: {stack.head_url}", highlight=False, soft_wrap=True)
+    with phases.phase("start the CPU vLLM engine and the example stack"):
+        config = compose_config([*stack_overrides(plan), *collect_overrides(plan)], cwd=plan.root)
+        settings = collect_config_from(config)  # a bad option fails here, before anything starts
+        show.print(
+            f"the stack's output (the engine's too): {plan.ng_run_log}", highlight=False, soft_wrap=True
+        )
+        stack = _start_stack(plan, started, config)
+        for engine in stack.engines.rows():
+            line = f"engine: {engine['name']} {engine['url']} ({engine['reported']})"
+            show.print(line, highlight=False, soft_wrap=True)
+        show.print(f"head server: {stack.plan.head.url}", highlight=False, soft_wrap=True)
     with phases.phase(_COLLECT):
-        _collect(plan, stack)
+        result = collect_on_stack(stack, settings, show, should_stop=started.signals.requested)
+        started.check_signals()
+        assert result is not None  # None only when a stop was asked for
+        show.print(render_summary(result))
+        if result.exit_code != 0:
+            failures = OutputPaths.for_output(plan.output).failures
+            raise LaunchError(
+                f"the collector ended with code {result.exit_code}",
+                hint=f"failed rollouts are listed in {failures}, the stack's output is in {plan.ng_run_log}",
+            )
 
 
 MODEL_FILES = ("config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json")
@@ -157,36 +202,26 @@ def _check_model_dir(model_dir: Path) -> None:
         )
 
 
-def _start_stack(plan: QuickstartPlan) -> StackProcess:
-    return StackProcess.start(
-        [str(console_script("ng_run")), *ng_run_args(plan)],
-        env=child_env(plan, is_logged=True),
-        cwd=plan.root,
-        ready_file=plan.ready_file,
-        log_path=plan.ng_run_log,
-        timeout_s=plan.ready_timeout_s,
-    )
-
-
-def _collect(plan: QuickstartPlan, stack: StackProcess) -> None:
-    command = [str(console_script("ng_collect_rollouts")), *collect_args(plan, stack.head_url)]
-    code = run_foreground(command, env=child_env(plan), cwd=plan.root, timeout_s=plan.collect_timeout_s)
-    if code != 0:
-        failures = OutputPaths.for_output(plan.output).failures
-        raise LaunchError(
-            f"ng_collect_rollouts exited with code {code}",
-            hint=f"its output is above; failed rollouts are listed in {failures}, ng_run's output in {stack.log_path}",
-        )
+def _start_stack(plan: QuickstartPlan, started: _Started, config: ComposedConfig) -> Stack:
+    """Plan, start and wait for the stack (engine first); its output goes to the log file."""
+    stack_plan, backend = plan_and_connect(config)
+    plan.ng_run_log.unlink(missing_ok=True)  # this run's lines only
+    started.log = FileSink(plan.ng_run_log)
+    started.stack = stack = Stack.start(stack_plan, sink=started.log, backend=backend)
+    stack.wait_ready(should_stop=started.signals.requested)
+    started.check_signals()
+    return stack
 
 
 def _stop_all(plan: QuickstartPlan, started: _Started) -> None:
-    """ng_run stops its servers and its engine; whatever outlives it is killed and reported."""
+    """The stack stops its servers and its engine (SIGTERM, then SIGKILL after the grace period)."""
     try:
-        problems = started.stack.stop() if started.stack is not None else []
+        if started.stack is not None:
+            started.stack.stop(hurry=started.signals.hurried)
     finally:
+        if started.log is not None:
+            started.log.close()
         plan.env_file.unlink(missing_ok=True)
-    if problems:
-        raise LaunchError("; ".join(problems))
 
 
 def _report(
@@ -207,26 +242,3 @@ def _print_error(console: Console, error: NgError) -> None:
     console.print(Text.assemble(("error: ", "bold red"), error.message))
     if error.hint:
         console.print(Text.assemble(("hint: ", "bold yellow"), error.hint))
-
-
-@contextlib.contextmanager
-def _sigterm_as_interrupt() -> Iterator[None]:
-    """SIGTERM (a CI timeout, `kill`) unwinds like Ctrl-C, so the clean-up still runs."""
-
-    def interrupt(_signum: int, _frame: FrameType | None) -> None:
-        raise KeyboardInterrupt
-
-    previous = signal.signal(signal.SIGTERM, interrupt)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-
-
-@contextlib.contextmanager
-def _sigint_ignored() -> Iterator[None]:
-    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, previous)

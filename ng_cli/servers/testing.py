@@ -53,8 +53,11 @@ __all__ = [
 
 
 @contextmanager
-def serve_in_thread(app: ASGIApp, *, startup_timeout_s: float = 10.0) -> Iterator[str]:
-    """Yield the base URL (`http://127.0.0.1:<port>`) of `app` served by uvicorn in a thread."""
+def serve_in_thread(app: ASGIApp, *, startup_timeout_s: float = 120.0) -> Iterator[str]:
+    """Yield the base URL (`http://127.0.0.1:<port>`) of `app` served by uvicorn in a thread.
+
+    `startup_timeout_s` only caps a lifespan that hangs: an app's start-up work (a judge's or a
+    verifier's imports) took over 10 s on 2 cores under other load, failing tests that are fine."""
     sock = socket.socket(
         socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP
     )  # asyncio sets TCP_NODELAY only then
@@ -74,8 +77,10 @@ def serve_in_thread(app: ASGIApp, *, startup_timeout_s: float = 10.0) -> Iterato
     thread.start()
     deadline = time.monotonic() + startup_timeout_s
     while not server.started:
-        if not thread.is_alive() or time.monotonic() > deadline:
-            raise RuntimeError("uvicorn did not start in time")
+        if not thread.is_alive():
+            raise RuntimeError("uvicorn's thread ended before the app started (its lifespan failed?)")
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"uvicorn did not start within {startup_timeout_s:g} s")
         time.sleep(0.01)
     try:
         yield f"http://127.0.0.1:{port}"

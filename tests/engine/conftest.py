@@ -8,7 +8,6 @@ Every test in this folder is marked `engine` here, so no module has to remember 
 
 from __future__ import annotations
 
-import os
 import secrets
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -17,9 +16,11 @@ from typing import Any
 import openai
 import pytest
 
-from ng_cli.engines.local_vllm import VllmServer, build_tiny_model, is_vllm_env_ready, vllm_venv_dir
+from ng_cli.engines.local_vllm import VllmServer, build_tiny_model
+from tests.fixtures.engine_env import require_vllm_env
 
 HERE = Path(__file__).parent
+EMBEDDED_MODEL_DIR = HERE.parents[1] / "models" / "tiny-weather"
 SERVED_MODEL_NAME = "tiny-qwen2"
 
 
@@ -30,10 +31,6 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.engine)
 
 
-def _is_engine_required() -> bool:
-    return os.environ.get("NG_REQUIRE_ENGINE", "").strip().lower() not in ("", "0", "false", "no")
-
-
 def _tiny_model_dir() -> Path:
     """Cache the model across runs: it is deterministic and the build script skips a complete one."""
     return Path.home() / ".cache" / "ng_cli" / "tiny-model"
@@ -42,13 +39,7 @@ def _tiny_model_dir() -> Path:
 @pytest.fixture(scope="session")
 def vllm_env() -> None:
     """Skip the test when the CPU vLLM env is not built; fail instead when NG_REQUIRE_ENGINE is set."""
-    if not is_vllm_env_ready():
-        reason = (
-            f"the CPU vLLM env is not built at {vllm_venv_dir()}; run: bash scripts/build_vllm_cpu_env.sh"
-        )
-        if _is_engine_required():
-            pytest.fail(f"NG_REQUIRE_ENGINE is set and {reason}", pytrace=False)
-        pytest.skip(reason)
+    require_vllm_env()
 
 
 @pytest.fixture(scope="session")
@@ -60,6 +51,19 @@ def vllm_engine(vllm_env: None, tmp_path_factory: pytest.TempPathFactory) -> Ite
         api_key=secrets.token_urlsafe(16),
         served_model_name=SERVED_MODEL_NAME,
         log_dir=tmp_path_factory.mktemp("vllm"),
+    ) as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def weather_engine(vllm_env: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[VllmServer]:
+    """Serve the embedded model (models/tiny-weather) for the whole session: one start shared by
+    the tests that drive it directly (seeded e2e collection, token_exact on the embedded model)."""
+    with VllmServer.start(
+        EMBEDDED_MODEL_DIR,
+        api_key=secrets.token_urlsafe(16),
+        served_model_name="tiny-weather",
+        log_dir=tmp_path_factory.mktemp("vllm-weather"),
     ) as server:
         yield server
 

@@ -11,19 +11,17 @@ from __future__ import annotations
 
 import json
 import os
-import secrets
 import subprocess
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from ng_cli.engines.local_vllm import VllmServer
-from ng_cli.quickstart.plan import EMBEDDED_MODEL, write_env_file
-from ng_cli.quickstart.processes import console_script
+from ng_cli.quickstart.plan import write_env_file
 from tests.fixtures.stack.harness import MARKER_VAR, marked_pids
+from tests.fixtures.stack_process import console_script
 
 ROOT = Path(__file__).resolve().parents[2]
 REPEATS = 3
@@ -32,17 +30,6 @@ CONFIG_PATHS = (
     "resources_servers/example_single_tool_call/configs/example_single_tool_call.yaml",
     "responses_api_models/vllm_model/configs/vllm_model.yaml",
 )
-
-
-@pytest.fixture(scope="module")
-def weather_engine(vllm_env: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[VllmServer]:
-    with VllmServer.start(
-        ROOT / EMBEDDED_MODEL,
-        api_key=secrets.token_urlsafe(16),
-        served_model_name="tiny-weather",
-        log_dir=tmp_path_factory.mktemp("vllm"),
-    ) as server:
-        yield server
 
 
 def rows_by_pair(path: Path) -> dict[tuple[int, int], dict[str, Any]]:

@@ -1,13 +1,15 @@
-"""The embedded default model (models/tiny-weather) earns real rewards through the real stack.
+"""The README's first command earns real rewards with the embedded model (models/tiny-weather).
 
-A module fixture starts `ng_run` with the quickstart's own configs and argv
-(`ng_cli.quickstart.plan`): ng_run starts the CPU vLLM engine itself (local_vllm_model, hermes tool
-parser) and then the stack; then it runs the real
-`ng_collect_rollouts` over the 5 example rows, 2 rollouts each, at vLLM's default temperature.
-The environment's `/verify` scores them; nothing here is forced or mocked.
+A module fixture runs the quickstart as `scripts/quickstart.sh` does after its installs
+(`python -m ng_cli.commands.quickstart`): the launcher starts the CPU vLLM engine itself
+(local_vllm_model, hermes tool parser), then the stack, then the collector runs over the 5
+example rows, 2 rollouts each, at vLLM's default temperature, and everything is stopped. The
+environment's `/verify` scores them; nothing here is forced or mocked. One run serves every
+test here: the rollouts, the printed report, and that nothing is left behind.
 
 Also checked: vLLM's `/tokenize` of each turn's chat request equals the training rendering token
-for token (the training script's own `--verify-url` check), and the artifact stays small.
+for token (the training script's own `--verify-url` check, against the session's engine of the
+same model), and the artifact stays small.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import json
 import os
 import signal
 import subprocess
+import sys
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -24,16 +27,9 @@ from typing import Any
 
 import pytest
 
-from ng_cli.engines.local_vllm import vllm_venv_python
-from ng_cli.quickstart.plan import (
-    EMBEDDED_MODEL,
-    QuickstartPlan,
-    child_env,
-    collect_args,
-    ng_run_args,
-    write_env_file,
-)
-from ng_cli.quickstart.processes import StackProcess, console_script
+from ng_cli.engines.local_vllm import VllmServer, vllm_venv_python
+from ng_cli.quickstart.plan import EMBEDDED_MODEL
+from ng_cli.rollouts.resume import OutputPaths
 from tests.fixtures.stack.harness import MARKER_VAR, marked_pids
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -47,53 +43,38 @@ MAX_ARTIFACT_BYTES = 20 * 1024 * 1024
 @dataclass(frozen=True)
 class Collected:
     rows: list[dict[str, Any]]
-    collect: subprocess.CompletedProcess[str]
-    stop_problems: list[str]
-    engines: list[dict[str, Any]]
-    """The ready file's engine rows: what ng_run started for local_vllm_model."""
+    quickstart: subprocess.CompletedProcess[str]
+    output: Path
+    run_dir: Path
+    leftover_pids: list[int]
+    """Processes of the run (marked through their environment) alive after the quickstart exited."""
     verify: subprocess.CompletedProcess[str]
-    """The training script's `--verify-url` check against the running engine."""
+    """The training script's `--verify-url` check against an engine of the same model."""
 
 
 @pytest.fixture(scope="module")
-def collected(vllm_env: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Collected]:
-    """The quickstart's own path: ng_run starts the engine (local_vllm_model) and the stack, the
-    collector runs, and ng_run stops everything; the engine is also checked against the training
-    rendering while it runs."""
-    tmp = tmp_path_factory.mktemp("collect")
-    plan = QuickstartPlan.default(ROOT).with_changes(
-        output=tmp / "rollouts.jsonl", run_dir=tmp / "run", num_repeats=NUM_REPEATS
-    )
-    write_env_file(plan.env_file)
+def collected(weather_engine: VllmServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Collected]:
+    tmp = tmp_path_factory.mktemp("quickstart")
+    output, run_dir = tmp / "rollouts.jsonl", tmp / "run"
     marker = uuid.uuid4().hex
-    env = {**child_env(plan, is_logged=True), MARKER_VAR: marker}
-    env.pop("NG_REPO_ROOT", None)
-    stack = StackProcess.start(
-        [str(console_script("ng_run")), *ng_run_args(plan)],
-        env=env,
-        cwd=ROOT,
-        ready_file=plan.ready_file,
-        log_path=plan.ng_run_log,
-        timeout_s=plan.ready_timeout_s,
-    )
+    env = {**os.environ, MARKER_VAR: marker, "COLUMNS": "200"}
+    for name in ("NG_REPO_ROOT", "NG_ENV_YAML"):
+        env.pop(name, None)
+    command = [sys.executable, "-m", "ng_cli.commands.quickstart", "--num-repeats", str(NUM_REPEATS)]
+    command += ["--output", str(output), "--run-dir", str(run_dir)]
     try:
-        engines = list(stack.ready["engines"])
-        root_url = engines[0]["url"].removesuffix("/v1")
+        done = subprocess.run(
+            command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900, check=False
+        )
+        leftover = marked_pids(marker)
         verify = subprocess.run(
-            [str(vllm_venv_python()), str(TRAIN_SCRIPT), "--out", str(MODEL_DIR), "--verify-url", root_url],
+            [str(vllm_venv_python()), str(TRAIN_SCRIPT), "--out", str(MODEL_DIR), "--verify-url", weather_engine.root_url],
             capture_output=True, text=True, timeout=120, check=False,
         )  # fmt: skip
-        collect = subprocess.run(
-            [str(console_script("ng_collect_rollouts")), *collect_args(plan, stack.head_url)],
-            cwd=ROOT, env=env, capture_output=True, text=True, timeout=300, check=False,
-        )  # fmt: skip
-        problems = stack.stop()
-        lines = plan.output.read_text().splitlines() if plan.output.is_file() else []
-        yield Collected(
-            [json.loads(line) for line in lines if line.strip()], collect, problems, engines, verify
-        )
+        lines = output.read_text().splitlines() if output.is_file() else []
+        rows = [json.loads(line) for line in lines if line.strip()]
+        yield Collected(rows, done, output, run_dir, leftover, verify)
     finally:
-        stack.stop()
         for pid in marked_pids(marker):
             os.kill(pid, signal.SIGKILL)
 
@@ -116,17 +97,27 @@ def test_vllm_tokenize_equals_the_training_rendering(collected: Collected) -> No
     assert "0 mismatches" in collected.verify.stderr
 
 
-def test_the_engine_was_started_by_ng_run_from_the_local_vllm_model_config(collected: Collected) -> None:
-    (engine,) = collected.engines
-    assert engine["name"] == "policy_model/engine-0"
-    assert engine["devices"] == "cpu"
-    assert engine["reported"].startswith("vllm 0.32.0, torch 2.13.0")
+def test_the_engine_was_started_from_the_local_vllm_model_config(collected: Collected) -> None:
+    engines = [line for line in collected.quickstart.stdout.splitlines() if line.startswith("engine: ")]
+    assert len(engines) == 1, collected.quickstart.stdout[-4000:]
+    assert engines[0].startswith("engine: policy_model/engine-0 http://127.0.0.1:")
+    assert "(vllm 0.32.0, torch 2.13.0" in engines[0]
 
 
-def test_every_row_is_collected_and_the_stack_stops_cleanly(collected: Collected) -> None:
-    assert collected.collect.returncode == 0, collected.collect.stderr[-3000:]
+def test_every_row_is_collected_and_nothing_is_left_behind(collected: Collected) -> None:
+    done = collected.quickstart
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
+    assert "quickstart done" in done.stdout
+    assert "trained offline" in done.stdout  # says what the embedded model is
     assert len(collected.rows) == NUM_ROWS * NUM_REPEATS
-    assert collected.stop_problems == []
+    assert all(isinstance(row["reward"], float | int) for row in collected.rows)
+    assert OutputPaths.for_output(collected.output).metrics.is_file()
+    report = collected.output.with_name("rollouts_report.html")  # the closing output names the HTML report
+    assert str(report) in done.stdout
+    assert report.is_file()
+    assert not (collected.run_dir / "env.yaml").exists()  # the run's key is gone with the run
+    assert (collected.run_dir.stat().st_mode & 0o777) == 0o700
+    assert collected.leftover_pids == []  # engine and servers all stopped
 
 
 def test_each_rollout_calls_get_weather_with_the_rows_city(collected: Collected) -> None:

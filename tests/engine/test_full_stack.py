@@ -1,4 +1,4 @@
-"""The whole chain with real processes: CPU vLLM -> ng_run -> ng_collect_rollouts, and the quickstart.
+"""The whole chain with real processes: CPU vLLM -> ng_run -> ng_collect_rollouts (the quickstart: test_embedded_model.py).
 
 `ng_run` (a subprocess) serves the example weather environment, its simple_agent and vllm_model
 in its training configuration (token ids on) against the session's real vLLM; the real
@@ -41,10 +41,10 @@ from ng_cli.launcher.ports import is_port_free
 from ng_cli.launcher.stack import STOP_TIMEOUT_S
 from ng_cli.protocol.responses import Response, ResponsesRequest
 from ng_cli.quickstart.plan import EXAMPLE_AGENT, EXAMPLE_INPUT, write_env_file
-from ng_cli.quickstart.processes import StackProcess
 from ng_cli.rollouts.failures import FailureKind
 from ng_cli.rollouts.resume import OutputPaths
 from tests.fixtures.stack.harness import MARKER_VAR, marked_pids
+from tests.fixtures.stack_process import StackProcess
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
@@ -100,7 +100,7 @@ def _start_stack(tmp: Path, env: dict[str, str], config_paths: list[str]) -> Sta
     ]
     try:
         return StackProcess.start(
-            command, env=env, cwd=ROOT, ready_file=ready_file, log_path=tmp / "ng_run.log", timeout_s=90
+            command, env=env, cwd=ROOT, ready_file=ready_file, log_path=tmp / "ng_run.log", timeout_s=600
         )
     except LaunchError as error:
         pytest.fail(f"ng_run did not get ready: {error}", pytrace=False)
@@ -128,7 +128,7 @@ def _stop_with_sigint(stack: StackProcess, marker: str) -> tuple[int, float, lis
     stack.process.send_signal(signal.SIGINT)
     code = stack.process.wait(timeout=STOP_TIMEOUT_S + 5)
     seconds = time.monotonic() - started
-    deadline = time.monotonic() + 1.0
+    deadline = time.monotonic() + 10.0  # a cap on the teardown of a SIGKILLed grandchild, not a measure
     while marked_pids(marker) and time.monotonic() < deadline:
         time.sleep(0.05)
     return code, seconds, marked_pids(marker)
@@ -331,37 +331,3 @@ def test_ng_run_stops_cleanly_on_sigint(full_run: FullRun) -> None:
     assert full_run.ports_free
     assert not full_run.ready_file_left
     assert not full_run.run_dir_left
-
-
-@pytest.mark.slow
-def test_quickstart_runs_the_chain_and_leaves_nothing_behind(tmp_path: Path) -> None:
-    """The README's first command, minus the installs: its own engine, stack and collection."""
-    marker = uuid.uuid4().hex
-    env = {**os.environ, MARKER_VAR: marker, "COLUMNS": "200"}
-    for name in ("NG_REPO_ROOT", "NG_ENV_YAML"):
-        env.pop(name, None)
-    output, run_dir = tmp_path / "rollouts.jsonl", tmp_path / "run"
-    command = [sys.executable, "-m", "ng_cli.commands.quickstart", "--num-repeats", "1"]
-    command += ["--output", str(output), "--run-dir", str(run_dir)]
-    try:
-        done = subprocess.run(
-            command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600, check=False
-        )
-        assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
-        assert "quickstart done" in done.stdout
-        assert "trained offline" in done.stdout  # says what the embedded model is
-        rows = _read_jsonl(output)
-        assert len(rows) == NUM_ROWS
-        assert all(isinstance(row["reward"], float | int) for row in rows)
-        # The README's first command earns real rewards: the embedded model does its one task.
-        assert sum(row["reward"] for row in rows) / len(rows) >= 0.8
-        assert OutputPaths.for_output(output).metrics.is_file()
-        report = output.with_name("rollouts_report.html")  # the closing output names the HTML report
-        assert str(report) in done.stdout
-        assert report.is_file()
-        assert not (run_dir / "env.yaml").exists()  # the run's key is gone with the run
-        assert (run_dir.stat().st_mode & 0o777) == 0o700
-        assert marked_pids(marker) == []  # engine, ng_run and its servers all stopped
-    finally:
-        for pid in marked_pids(marker):
-            os.kill(pid, signal.SIGKILL)

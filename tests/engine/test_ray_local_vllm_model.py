@@ -20,9 +20,9 @@ import pytest
 
 from ng_cli.engines.local_vllm import is_vllm_env_ready, vllm_venv_dir
 from ng_cli.quickstart.plan import EXAMPLE_AGENT
-from ng_cli.quickstart.processes import console_script
 from tests.fixtures.engine_stack import ENGINE_KEY, EXAMPLE_ENV_CONFIG, engine_stack, kill_one_engine_mid_run
 from tests.fixtures.ray_required import require_ray
+from tests.fixtures.stack_process import console_script
 
 CPU_CONFIG = "responses_api_models/local_vllm_model/configs/tiny_weather_cpu.yaml"
 ENVIRONMENT = "example_single_tool_call"

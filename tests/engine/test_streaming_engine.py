@@ -83,6 +83,19 @@ def our_metric(url: str, name: str) -> float:
     return float(match[1]) if match else 0.0
 
 
+async def wait_for_our_metric(url: str, name: str, value: float, *, within_s: float) -> None:
+    """Wait until the model server's counter reaches `value`. The relay counts an abort when its
+    generator is closed, which may come after vLLM has already gone idle (the engine sees the
+    upstream connection drop first): reading the counter once at idle was a race (`0.0 == 1`).
+    `within_s` caps a counter that never moves; a count past `value` fails at once."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + within_s
+    while (seen := await asyncio.to_thread(our_metric, url, name)) < value:
+        assert loop.time() < deadline, f"{name} stayed at {seen} (expected {value}) for {within_s} s"
+        await asyncio.sleep(0.05)
+    assert seen == value, f"{name} is {seen}, expected {value}"
+
+
 async def test_responses_stream_is_relayed_while_vllm_decodes(vllm_engine: VllmServer, sdk: Any) -> None:
     with serve_model(vllm_engine) as url:
         stream = await sdk(url).responses.create(model="m", input=ASK, stream=True, **_sdk_extra(LONG))
@@ -184,7 +197,7 @@ async def test_a_client_that_disconnects_stops_the_engine(vllm_engine: VllmServe
         print(
             f"engine idle {await wait_until_idle(vllm_engine, within_s=IDLE_CAP_S):.2f} s after the disconnect"
         )
-        assert our_metric(url, "ng_model_aborted_requests_total") == 1
+        await wait_for_our_metric(url, "ng_model_aborted_requests_total", 1, within_s=IDLE_CAP_S)
     assert await engine_metric(vllm_engine, GENERATED) - generated_before < LONG["max_output_tokens"]
 
 
@@ -203,7 +216,7 @@ async def test_a_streaming_client_that_disconnects_stops_the_engine(vllm_engine:
         print(
             f"engine idle {await wait_until_idle(vllm_engine, within_s=IDLE_CAP_S):.2f} s after the disconnect"
         )
-        assert our_metric(url, "ng_model_aborted_requests_total") == 1
+        await wait_for_our_metric(url, "ng_model_aborted_requests_total", 1, within_s=IDLE_CAP_S)
     assert await engine_metric(vllm_engine, GENERATED) - generated_before < LONG["max_output_tokens"]
 
 

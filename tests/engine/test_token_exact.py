@@ -14,8 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import secrets
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -54,16 +52,14 @@ def turn_extras(index: int, turn: int) -> dict[str, Any]:
 
 
 @pytest.fixture(scope="module")
-def collected(vllm_env: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Collected]:
+def collected(vllm_engine: VllmServer, tmp_path_factory: pytest.TempPathFactory) -> Collected:
+    """On the session's tiny-Qwen2 engine (one engine start less than an engine of its own)."""
     tmp = tmp_path_factory.mktemp("token-exact")
     model_dir = build_tiny_model(Path.home() / ".cache" / "ng_cli" / "tiny-model")
-    with VllmServer.start(
-        model_dir, api_key=secrets.token_urlsafe(16), served_model_name="tiny-qwen2", log_dir=tmp
-    ) as engine:
-        runs = collect_both_ways(
-            engine, model_dir, tmp, ROLLOUTS, max_turns=lambda index: 2 + index % 2, extras=turn_extras
-        )
-        yield Collected(engine, model_dir, ChatTokenizer.load(model_dir), runs)
+    runs = collect_both_ways(
+        vllm_engine, model_dir, tmp, ROLLOUTS, max_turns=lambda index: 2 + index % 2, extras=turn_extras
+    )
+    return Collected(vllm_engine, model_dir, ChatTokenizer.load(model_dir), runs)
 
 
 def test_without_token_exact_the_re_rendered_history_drifts(collected: Collected) -> None:

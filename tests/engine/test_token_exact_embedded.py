@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import secrets
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -29,17 +27,15 @@ ROLLOUTS = int(os.environ.get("NG_TOKEN_EXACT_ROLLOUTS", "200"))
 
 @pytest.fixture(scope="module")
 def collected(
-    vllm_env: None,
+    weather_engine: VllmServer,
     tmp_path_factory: pytest.TempPathFactory,
-) -> Iterator[tuple[VllmServer, dict[bool, Run]]]:
+) -> tuple[VllmServer, dict[bool, Run]]:
+    """On the session's embedded-model engine, shared with test_e2e_collect_seeded.py."""
     tmp = tmp_path_factory.mktemp("token-exact-embedded")
-    with VllmServer.start(
-        MODEL_DIR, api_key=secrets.token_urlsafe(16), served_model_name="tiny-weather", log_dir=tmp
-    ) as engine:
-        runs = collect_both_ways(
-            engine, MODEL_DIR, tmp, ROLLOUTS, max_turns=lambda index: 3, extras=lambda i, t: {}
-        )
-        yield engine, runs
+    runs = collect_both_ways(
+        weather_engine, MODEL_DIR, tmp, ROLLOUTS, max_turns=lambda index: 3, extras=lambda i, t: {}
+    )
+    return weather_engine, runs
 
 
 def test_embedded_model_with_token_exact_never_drifts(

@@ -31,7 +31,6 @@ from typing import Any
 import pytest
 
 from ng_cli.launcher.admin_keys import admin_key
-from ng_cli.quickstart.processes import console_script
 from ng_cli.training import WeightsClient
 from ng_cli.upstream.weights import WeightUpdateError
 from tests.fixtures import checkpoints
@@ -44,6 +43,7 @@ from tests.fixtures.engine_stack import (
     kill_engine_process,
     wait_for,
 )
+from tests.fixtures.stack_process import console_script
 
 CPU_CONFIG = "responses_api_models/local_vllm_model/configs/tiny_weather_cpu.yaml"
 MODEL = ROOT / "models" / "tiny-weather"

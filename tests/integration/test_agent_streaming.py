@@ -11,7 +11,7 @@ import asyncio
 import re
 import threading
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -162,18 +162,19 @@ async def test_a_cancelled_run_cancels_its_model_call() -> None:
     with serve_stack(stub) as stack:
         async with aiohttp.ClientSession() as http:
             run = asyncio.create_task(http.post(f"{stack.agent_url}/run", json=row))
-            while stub.calls["chat"] == 0:
-                await asyncio.sleep(0.02)
-            await asyncio.sleep(0.5)
+            await _until_true(lambda: stub.calls["chat"] > 0)  # the call reached the upstream
             run.cancel()
             with pytest.raises(asyncio.CancelledError):
                 await run
-        for _ in range(200):  # the abort travels agent -> model server -> (closed connection) upstream
-            if _metric(stack.model_url, "ng_model_aborted_requests_total") == 1:
-                break
-            await asyncio.sleep(0.02)
-        assert _metric(stack.model_url, "ng_model_aborted_requests_total") == 1
-        assert _metric(stack.model_url, 'ng_model_in_flight{endpoint="[^"]+"}') == 0
+
+        def aborted_and_drained() -> bool:
+            """The abort travels agent -> model server -> (closed connection) upstream; the abort
+            count and the in-flight gauge move at different moments, so both are waited for."""
+            aborted = _metric(stack.model_url, "ng_model_aborted_requests_total")
+            assert aborted <= 1, f"{aborted} aborts counted for one cancelled run"
+            return aborted == 1 and _metric(stack.model_url, 'ng_model_in_flight{endpoint="[^"]+"}') == 0
+
+        await _until_true(aborted_and_drained)
 
 
 def _metric(url: str, pattern: str) -> float:
@@ -222,8 +223,15 @@ async def test_a_cancelled_run_cancels_its_tool_call() -> None:
 
 
 async def _until(event: threading.Event) -> None:
-    for _ in range(500):
-        if event.is_set():
-            return
+    await _until_true(event.is_set)
+
+
+async def _until_true(condition: Callable[[], bool], *, within_s: float = 60.0) -> None:
+    """Wait for a condition set by another thread or process; `within_s` caps a hang (generous:
+    CI runs on 2 busy cores), it is not a measurement."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + within_s
+    while not await asyncio.to_thread(condition):
+        if loop.time() > deadline:
+            pytest.fail(f"the condition never held within {within_s} s")
         await asyncio.sleep(0.02)
-    pytest.fail("the event never happened")

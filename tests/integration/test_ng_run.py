@@ -35,6 +35,11 @@ def launcher(tmp_path: Path) -> Iterator[Launcher]:
         launcher.cleanup()
 
 
+LEFTOVER_CAP_S = 10.0
+"""After ng_run has exited (it reaps its children), a marked process is a leak; the wait for the
+kernel to finish tearing down a SIGKILLed grandchild is an event, capped here, not a 1 s race."""
+
+
 def assert_all_gone(run: NgRun, *, within_s: float) -> None:
     deadline = time.monotonic() + within_s
     while marked_pids(run.marker) and time.monotonic() < deadline:
@@ -93,7 +98,7 @@ def test_a_killed_child_is_reported_and_the_stack_stops(launcher: Launcher) -> N
     assert "server 'tools_b'" in run.output
     assert "exit code -9 (killed by SIGKILL)" in run.output
     assert "[tools_b] tools_b: hello from tools_b" in run.output  # its last lines are shown
-    assert_all_gone(run, within_s=1)
+    assert_all_gone(run, within_s=LEFTOVER_CAP_S)
     assert all(is_port_free("127.0.0.1", port) for port in ports)
     assert not run.ready_file.exists()
 
@@ -145,7 +150,7 @@ def test_a_crash_before_ready_shows_its_last_lines(launcher: Launcher) -> None:
     assert "last 50 lines of 'tools_b'" in error
     assert "boom-before-ready" in error
     assert "start-up line 1\n" not in error  # only the tail: 60 lines were printed
-    assert_all_gone(run, within_s=1)
+    assert_all_gone(run, within_s=LEFTOVER_CAP_S)
     assert not run.ready_file.exists()
 
 
@@ -171,7 +176,7 @@ def test_a_taken_head_port_is_a_clear_error(launcher: Launcher) -> None:
     assert code == 1
     assert "already in use" in run.output
     assert "head_server" in run.output
-    assert_all_gone(run, within_s=1)
+    assert_all_gone(run, within_s=LEFTOVER_CAP_S)
 
 
 def test_dry_run_prints_the_plan_and_starts_nothing(launcher: Launcher) -> None:

@@ -102,6 +102,11 @@ async def set_fault(http: aiohttp.ClientSession, root_url: str, fault: str, **ex
         assert response.status == 200
 
 
+async def user_texts(http: aiohttp.ClientSession, root_url: str) -> list[str]:
+    """The last user text of each chat call a stub saw."""
+    return [str(request["messages"][-1]["content"]) for request in await stub_requests(http, root_url)]
+
+
 def senders(requests: list[dict[str, Any]]) -> list[str]:
     """The session name of each request a stub saw (the first word of the user text)."""
     return [request["messages"][-1]["content"].split()[0] for request in requests]
@@ -126,9 +131,7 @@ async def test_sessions_stick_to_one_endpoint_and_spread_over_both(http: aiohttp
 
 async def test_killing_an_upstream_mid_run_moves_every_call_to_the_other(http: aiohttp.ClientSession) -> None:
     with (
-        # The doomed upstream answers slowly, so every second-turn call it got is still in
-        # flight when it dies, however late a loaded machine runs `kill_soon`.
-        StubProcess(delay_s=1.0) as doomed,
+        StubProcess(delay_s=0.2) as doomed,
         StubProcess(delay_s=0.2) as survivor,
         serve_model([doomed.base_url, survivor.base_url]) as url,
     ):
@@ -137,13 +140,20 @@ async def test_killing_an_upstream_mid_run_moves_every_call_to_the_other(http: a
         assert all(status == 200 for status, _ in first)
         on_doomed = set(senders(await stub_requests(http, doomed.root_url)))
         assert 50 <= len(on_doomed) <= 150
+        # From now on the doomed upstream never answers in time: every second-turn call it got
+        # is still in flight when it dies, however late a loaded machine gets to the kill.
+        await set_fault(http, doomed.root_url, "none", delay_s=3600.0)
 
-        async def kill_soon() -> None:
-            await asyncio.sleep(0.1)  # the second turn is in flight on both upstreams
+        async def kill_once_it_holds_a_call() -> None:
+            """The kill follows an event (a second-turn call reached the doomed upstream), not a clock."""
+            deadline = asyncio.get_running_loop().time() + 60
+            while not any(text.endswith("turn 1") for text in await user_texts(http, doomed.root_url)):
+                assert asyncio.get_running_loop().time() < deadline, "no second-turn call reached it"
+                await asyncio.sleep(0.02)
             doomed.kill()
 
         second, _ = await asyncio.gather(
-            asyncio.gather(*(s.respond("turn 1") for s in sessions)), kill_soon()
+            asyncio.gather(*(s.respond("turn 1") for s in sessions)), kill_once_it_holds_a_call()
         )
         third = await asyncio.gather(*(s.respond("turn 2") for s in sessions))
         failovers = await metric(http, url, "ng_model_failovers_total")

@@ -13,7 +13,7 @@ from ng_cli.quickstart.plan import (
     MODEL_KEY,
     QuickstartPlan,
     child_env,
-    collect_args,
+    collect_overrides,
     ng_run_args,
     write_env_file,
 )
@@ -56,13 +56,13 @@ def test_ng_run_args_serve_the_planned_model_directory(tmp_path: Path) -> None:
     assert not any(KEY in arg for arg in args)
 
 
-def test_collect_args_start_over_with_the_planned_sizes(tmp_path: Path) -> None:
+def test_collect_overrides_start_over_with_the_planned_sizes(tmp_path: Path) -> None:
     plan = make_plan(tmp_path).with_changes(num_repeats=3, max_output_tokens=32)
-    args = collect_args(plan, "http://127.0.0.1:1234")
+    args = collect_overrides(plan)
     assert f"+agent_name={EXAMPLE_AGENT}" in args
     assert "+num_repeats=3" in args
     assert "+responses_create_params.max_output_tokens=32" in args
-    assert "+head_server_url=http://127.0.0.1:1234" in args
+    assert not any(arg.startswith("+head_server_url=") for arg in args)  # agents are given directly
     assert "+overwrite=true" in args
     assert (tmp_path / "resources_servers").as_posix() in next(
         a for a in args if a.startswith("+input_jsonl_fpath=")

@@ -223,10 +223,10 @@ async def test_the_circuit_opens_after_the_grace_and_closes_when_an_endpoint_rej
     assert time.monotonic() - started < 5.0  # not request_deadline_s (30 s)
     assert waited.value.down_for_s >= 0.2
 
-    started = time.monotonic()
-    with pytest.raises(UpstreamDownError) as refused_now:  # open: at once
-        await client.post("/chat/completions", {}, session_id="s")
-    assert time.monotonic() - started < 0.1
+    # Open: refused at once, i.e. on the call's first step, before it ever suspends (no clock).
+    call = client.post("/chat/completions", {}, session_id="s")
+    with pytest.raises(UpstreamDownError) as refused_now:
+        call.send(None)
     assert "upstream_down_grace_s=0.2" in refused_now.value.message
     assert refused_now.value.error_type == "upstream_unavailable"
     assert http.calls == []  # nothing was sent to a dead upstream
