@@ -55,7 +55,7 @@ case "$step" in
     ;;
   quickstart)
     mkdir -p /tmp/ng-models
-    "$PY" ng_cli/engines/tiny_model.py --arch gemma3 --out /tmp/ng-models/tiny-gemma3 > /dev/null
+    "$PY" ng_cli/toolchain/tiny_model.py --arch gemma3 --out /tmp/ng-models/tiny-gemma3 > /dev/null
     "$PY" bench/gemma_dummy_refit.py --model /tmp/ng-models/tiny-gemma3 --out "$OUT/gemma_dummy_refit.json" \
       > "$OUT/gemma_dummy_refit.log" 2>&1 || echo "gemma_dummy_refit failed: see its log"
     "$PY" -m pytest -p no:cacheprovider -x -q tests/gpu -k quickstart 2>&1 | tee "$OUT/pytest_quickstart.txt"
@@ -65,7 +65,7 @@ case "$step" in
     ;;
   dense8b)
     mkdir -p /tmp/ng-models
-    "$PY" ng_cli/engines/tiny_model.py --arch llama3-8b --out /tmp/ng-models/llama3-8b-shape > /dev/null
+    "$PY" ng_cli/toolchain/tiny_model.py --arch llama3-8b --out /tmp/ng-models/llama3-8b-shape > /dev/null
     name="${2:-engine_efficiency_8b_graphs}"
     shift $(( $# > 1 ? 2 : 1 ))
     "$PY" bench/engine_efficiency.py --config responses_api_models/local_vllm_model/configs/gpu_dense_8b_dummy.yaml \
@@ -77,7 +77,7 @@ case "$step" in
     CKPY="$PY"; [ -x "$CKPY" ] || CKPY=python3
     mkdir -p /tmp/ng-models /tmp/ng-ckpt
     started=$(date +%s)
-    "$CKPY" ng_cli/engines/tiny_model.py --arch llama3-8b --out /tmp/ng-models/llama3-8b-shape > /dev/null
+    "$CKPY" ng_cli/toolchain/tiny_model.py --arch llama3-8b --out /tmp/ng-models/llama3-8b-shape > /dev/null
     rm -f "$OUT/checkpoints.jsonl" /tmp/ng-ckpt/.done
     for spec in A:1 B:2; do
       "$CKPY" bench/make_random_checkpoint.py --config-dir /tmp/ng-models/llama3-8b-shape \

@@ -368,9 +368,9 @@ def request_bodies(mode: Mode) -> tuple[bytes, str, bytes]:
     )
     if not mode.token_exact:
         return orjson.dumps(responses), "/v1/chat/completions", orjson.dumps(chat)
+    from ng_cli.model_server.token_exact import completion_body
     from ng_cli.tokens.chat_template import ChatTokenizer
     from ng_cli.tokens.splice import build_prompt
-    from ng_cli.upstream.token_exact import completion_body
 
     prompt = build_prompt(ChatTokenizer.load(TOKENIZER_DIR), chat["messages"], tools=chat.get("tools"))
     body = completion_body(chat, prompt.token_ids, keeps_special_tokens=True)

@@ -25,13 +25,13 @@ from ng_cli.config.paths import display_path, implementation_dir
 from ng_cli.config.schema import validate_block
 from ng_cli.config.secrets import Redactor, mask, secret_values
 from ng_cli.engines.config import LocalVllmModelConfig
-from ng_cli.engines.local_vllm import default_engine_python
 from ng_cli.engines.placement import PlacementPlan, plan_placement
 from ng_cli.engines.plan import InstanceEngines, plan_engines, visible_devices
 from ng_cli.errors import ConfigError
 from ng_cli.launcher.ports import connect_host
-from ng_cli.launcher.ray_config import RayConfig, read_ray_config
+from ng_cli.launcher.ray.config import RayConfig, read_ray_config
 from ng_cli.servers.spec import ServerAddress, ServerSpec
+from ng_cli.toolchain.local_vllm import default_engine_python
 
 __all__ = [
     "CHILD_MODULE",

@@ -19,8 +19,8 @@ from ng_cli.engines.config import LocalVllmModelConfig
 from ng_cli.engines.model_info import resolve_model_dir
 from ng_cli.engines.quirks import ASYNC_TIMEOUT_ENV, SampleTimeoutError, sample_timeout_s
 from ng_cli.errors import ConfigError, NgError, UpstreamTimeoutError
+from ng_cli.model_server.vllm_server import VllmModelServer
 from ng_cli.upstream import VllmModelConfig
-from ng_cli.upstream.vllm_server import VllmModelServer
 from ng_cli.upstream.weights import WeightUpdater
 
 

@@ -17,7 +17,7 @@ from typing import Any
 import openai
 import pytest
 
-from ng_cli.engines.local_vllm import VllmServer, build_tiny_model, is_vllm_env_ready, vllm_venv_dir
+from ng_cli.toolchain.local_vllm import VllmServer, build_tiny_model, is_vllm_env_ready, vllm_venv_dir
 
 HERE = Path(__file__).parent
 SERVED_MODEL_NAME = "tiny-qwen2"

@@ -20,9 +20,9 @@ from typing import Any
 
 import pytest
 
-from ng_cli.engines.local_vllm import VllmServer
 from ng_cli.quickstart.plan import EMBEDDED_MODEL, write_env_file
 from ng_cli.quickstart.processes import console_script
+from ng_cli.toolchain.local_vllm import VllmServer
 from tests.fixtures.stack.harness import MARKER_VAR, marked_pids
 
 ROOT = Path(__file__).resolve().parents[2]

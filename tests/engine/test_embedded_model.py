@@ -24,7 +24,6 @@ from typing import Any
 
 import pytest
 
-from ng_cli.engines.local_vllm import vllm_venv_python
 from ng_cli.quickstart.plan import (
     EMBEDDED_MODEL,
     QuickstartPlan,
@@ -34,11 +33,12 @@ from ng_cli.quickstart.plan import (
     write_env_file,
 )
 from ng_cli.quickstart.processes import StackProcess, console_script
+from ng_cli.toolchain.local_vllm import vllm_venv_python
 from tests.fixtures.stack.harness import MARKER_VAR, marked_pids
 
 ROOT = Path(__file__).resolve().parents[2]
 MODEL_DIR = ROOT / EMBEDDED_MODEL
-TRAIN_SCRIPT = ROOT / "ng_cli" / "engines" / "train_weather_model.py"
+TRAIN_SCRIPT = ROOT / "ng_cli" / "toolchain" / "train_weather_model.py"
 NUM_ROWS, NUM_REPEATS = 5, 2
 MIN_MEAN_REWARD = 0.8
 MAX_ARTIFACT_BYTES = 20 * 1024 * 1024

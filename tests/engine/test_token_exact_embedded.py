@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from ng_cli.engines.local_vllm import VllmServer
 from ng_cli.tokens.chat_template import ChatTokenizer
+from ng_cli.toolchain.local_vllm import VllmServer
 from tests.fixtures.tokens.engine_checks import generated_texts, parser_mismatches, tail_mismatches
 from tests.fixtures.tokens.rollouts import Run, collect_both_ways
 

@@ -38,12 +38,12 @@ from ng_cli.errors import (
     UpstreamHTTPError,
     UpstreamUnavailableError,
 )
+from ng_cli.model_server.vllm import VllmChat, is_aborted, parse_request, stamp_response
 from ng_cli.protocol.responses import ResponsesRequest
 from ng_cli.servers.app import status_for
 from ng_cli.servers.sse import DONE, encode_event
 from ng_cli.tokens.contract import extract_token_info, needs_prompt_tokenization
 from ng_cli.upstream.versions import Ticket
-from ng_cli.upstream.vllm import VllmChat, is_aborted, parse_request, stamp_response
 
 __all__ = ["VllmStreams"]
 

@@ -17,17 +17,17 @@ from fastapi.responses import Response
 
 from ng_cli.conversion.tool_calls import TOOL_CALL_PARSERS
 from ng_cli.errors import ConfigError, NgError, NotFoundError, UpstreamTimeoutError
+from ng_cli.model_server.admin_routes import install_admin_routes
+from ng_cli.model_server.token_exact import TokenExactChat
+from ng_cli.model_server.vllm import VllmChat
+from ng_cli.model_server.vllm_stream import VllmStreams
 from ng_cli.servers import JSONResponse, ModelServer, read_generation_request, session_id
 from ng_cli.servers.app import event_stream
 from ng_cli.tokens.chat_template import ChatTokenizer
-from ng_cli.upstream.admin_routes import install_admin_routes
 from ng_cli.upstream.config import VllmModelConfig
 from ng_cli.upstream.metrics import install_metrics_route
 from ng_cli.upstream.runtime import Upstream
-from ng_cli.upstream.token_exact import TokenExactChat
 from ng_cli.upstream.versions import WeightVersions
-from ng_cli.upstream.vllm import VllmChat
-from ng_cli.upstream.vllm_stream import VllmStreams
 from ng_cli.upstream.weights import WeightUpdater
 
 __all__ = ["VllmModelServer"]

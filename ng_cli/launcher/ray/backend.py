@@ -30,8 +30,8 @@ from ng_cli.engines.placement import NodeCapacity, PlacementPlan, check_fit
 from ng_cli.engines.plan import ENGINE_MAIN, EngineSpec, InstanceEngines
 from ng_cli.errors import LaunchError, PlacementError
 from ng_cli.launcher.process import LineSink
-from ng_cli.launcher.ray_child import RayChild, import_ray
-from ng_cli.launcher.ray_config import RayConfig
+from ng_cli.launcher.ray.child import RayChild, import_ray
+from ng_cli.launcher.ray.config import RayConfig
 
 __all__ = ["RayBackend", "RayChild"]
 
@@ -139,7 +139,7 @@ class RayBackend:
         assert self.placement is not None
         from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
-        from ng_cli.launcher.ray_actors import ENGINE_MAIN_TOKEN, GpuLease, ProcessHost
+        from ng_cli.launcher.ray.actors import ENGINE_MAIN_TOKEN, GpuLease, ProcessHost
 
         placement = self.placement.of(spec.name)
         group = self.groups[placement.group]
@@ -243,7 +243,7 @@ class RayBackend:
         A loopback `host` stays loopback (`ray.servers_listen_on: loopback`, the default): the
         actor is then pinned to ng_run's own node, where the head server, the other servers and
         the collector reach it. `node` (or a `host` of 0.0.0.0) binds the node's address."""
-        from ng_cli.launcher.ray_actors import ProcessHost
+        from ng_cli.launcher.ray.actors import ProcessHost
 
         assert self.placement is not None
         actor_name = self.placement.server_actor(name)
