@@ -30,7 +30,7 @@ from ng_cli.engines.plan import InstanceEngines, plan_engines, visible_devices
 from ng_cli.errors import ConfigError
 from ng_cli.launcher.ports import connect_host
 from ng_cli.launcher.ray.config import RayConfig, read_ray_config
-from ng_cli.servers.spec import ServerAddress, ServerSpec
+from ng_cli.servers.spec import HEAD_NAME, ServerAddress, ServerSpec
 from ng_cli.toolchain.local_vllm import default_engine_python
 
 __all__ = [
@@ -51,7 +51,6 @@ __all__ = [
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_HEAD_PORT = 11000
 DEFAULT_READY_TIMEOUT_S = 60.0
-HEAD_NAME = "head_server"
 CHILD_MODULE = "ng_cli.servers.child"
 
 _KINDS = {"resources_servers": "resources", "responses_api_models": "model", "responses_api_agents": "agent"}
