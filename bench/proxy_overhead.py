@@ -201,10 +201,10 @@ def serve_upstream(sock: socket.socket, *, tokens: int = 64, interval_s: float =
         await request.read()
         return web.Response(body=text, content_type="application/json")
 
-    async def models(request: web.Request) -> web.Response:
+    async def models(_request: web.Request) -> web.Response:
         return web.json_response({"object": "list", "data": [{"id": MODEL, "object": "model"}]})
 
-    async def health(request: web.Request) -> web.Response:
+    async def health(_request: web.Request) -> web.Response:
         return web.Response()
 
     app = web.Application()

@@ -21,7 +21,7 @@ app = make_app(help=__doc__)
 
 
 @app.command(epilog="Each command's --help lists the config keys it reads. Exit code: 0.")
-def show_help(overrides: Annotated[list[str] | None, typer.Argument(hidden=True)] = None) -> None:
+def show_help(_overrides: Annotated[list[str] | None, typer.Argument(hidden=True)] = None) -> None:
     """List the commands this package installs."""
     summaries = command_summaries()
     width = max(map(len, summaries), default=0)

@@ -143,7 +143,6 @@ class VllmChat:
             request,
             model=config.model,
             wants_token_ids=self.wants_token_ids,
-            uses_reasoning_parser=config.uses_reasoning_parser,
             replace_developer_role_with_system=config.replace_developer_role_with_system,
             chat_template_kwargs=config.chat_template_kwargs,
             extra_body=config.extra_body,

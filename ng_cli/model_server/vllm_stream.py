@@ -139,14 +139,12 @@ class VllmStreams:
         except BaseException:
             await stack.aclose()
             raise
-        return self._chat_relayed(stack, chunks, chat, session_id, ticket)
+        return self._chat_relayed(stack, chunks, ticket)
 
     async def _chat_relayed(
         self,
         stack: AsyncExitStack,
         chunks: AsyncIterator[dict[str, Any]],
-        chat: dict[str, Any],
-        session_id: str | None,
         ticket: Ticket,
     ) -> AsyncIterator[bytes]:
         async with stack, self._counting_aborts():

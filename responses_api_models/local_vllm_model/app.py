@@ -15,6 +15,8 @@ from __future__ import annotations
 import os
 from typing import ClassVar
 
+from typing_extensions import override
+
 from ng_cli.engines.config import LocalVllmModelConfig
 from ng_cli.engines.model_info import resolve_model_dir
 from ng_cli.engines.quirks import ASYNC_TIMEOUT_ENV, SampleTimeoutError, sample_timeout_s
@@ -74,5 +76,6 @@ class LocalVllmModel(VllmModelServer[LocalVllmModelConfig]):
             ),
         )
 
+    @override
     def timeout_error(self, error: UpstreamTimeoutError) -> NgError:
         return SampleTimeoutError(self.sample_timeout_s)

@@ -52,7 +52,7 @@ def vllm_env() -> None:
 
 
 @pytest.fixture(scope="session")
-def vllm_engine(vllm_env: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[VllmServer]:
+def vllm_engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[VllmServer]:
     """Serve the tiny model with the CPU vLLM for the whole session (start-up takes ~15-25 s)."""
     model_dir = build_tiny_model(_tiny_model_dir())
     with VllmServer.start(

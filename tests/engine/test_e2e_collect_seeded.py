@@ -35,7 +35,7 @@ CONFIG_PATHS = (
 
 
 @pytest.fixture(scope="module")
-def weather_engine(vllm_env: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[VllmServer]:
+def weather_engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[VllmServer]:
     with VllmServer.start(
         ROOT / EMBEDDED_MODEL,
         api_key=secrets.token_urlsafe(16),

@@ -56,7 +56,7 @@ class Collected:
 
 
 @pytest.fixture(scope="module")
-def collected(vllm_env: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Collected]:
+def collected(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Collected]:
     """The quickstart's own path: ng_run starts the engine (local_vllm_model) and the stack, the
     collector runs, and ng_run stops everything; the engine is also checked against the training
     rendering while it runs."""

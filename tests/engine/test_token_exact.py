@@ -54,7 +54,7 @@ def turn_extras(index: int, turn: int) -> dict[str, Any]:
 
 
 @pytest.fixture(scope="module")
-def collected(vllm_env: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Collected]:
+def collected(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Collected]:
     tmp = tmp_path_factory.mktemp("token-exact")
     model_dir = build_tiny_model(Path.home() / ".cache" / "ng_cli" / "tiny-model")
     with VllmServer.start(

@@ -29,7 +29,6 @@ ROLLOUTS = int(os.environ.get("NG_TOKEN_EXACT_ROLLOUTS", "200"))
 
 @pytest.fixture(scope="module")
 def collected(
-    vllm_env: None,
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[tuple[VllmServer, dict[bool, Run]]]:
     tmp = tmp_path_factory.mktemp("token-exact-embedded")
@@ -37,7 +36,7 @@ def collected(
         MODEL_DIR, api_key=secrets.token_urlsafe(16), served_model_name="tiny-weather", log_dir=tmp
     ) as engine:
         runs = collect_both_ways(
-            engine, MODEL_DIR, tmp, ROLLOUTS, max_turns=lambda index: 3, extras=lambda i, t: {}
+            engine, MODEL_DIR, tmp, ROLLOUTS, max_turns=lambda _index: 3, extras=lambda _i, _t: {}
         )
         yield engine, runs
 

@@ -34,7 +34,7 @@ def agent_url() -> Iterator[str]:
         yield url
 
 
-def command(tmp_path: Path, agent_url: str) -> list[str]:
+def command(_tmp_path: Path, agent_url: str) -> list[str]:
     return [
         str(COLLECT),
         "+agent_name=stub",

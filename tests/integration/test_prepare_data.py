@@ -40,7 +40,7 @@ def repo(tmp_path: Path) -> tuple[Path, dict[str, str]]:
     return root, env
 
 
-def config_args(root: Path) -> list[str]:
+def config_args(_root: Path) -> list[str]:
     return [
         f"+config_paths=[resources_servers/{NAME}/configs/{NAME}.yaml,responses_api_models/vllm_model/configs/vllm_model.yaml]",
         *MODEL,
