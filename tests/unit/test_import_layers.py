@@ -150,6 +150,36 @@ def test_ng_cli_imports_no_server_implementation_test_or_bench() -> None:
     assert stray == []
 
 
+ENGINE_SIDE = frozenset(
+    {
+        "ng_cli.engines.engine_main",
+        "ng_cli.engines.engine_worker",
+        "ng_cli.toolchain.tiny_model",
+        "ng_cli.toolchain.train_weather_model",
+    }
+)
+HEAVY = {
+    "ray": "ng_cli.launcher.ray.",  # the optional `ray` extra: its own package, imported on demand
+    "torch": ENGINE_SIDE,  # these run under the engine venv, never the project's
+    "transformers": ENGINE_SIDE,
+    "vllm": ENGINE_SIDE,
+    "playwright": frozenset(),  # the report's browser test only
+    "openai": frozenset(),  # a test client only
+}
+
+
+def test_heavy_dependencies_are_imported_only_where_they_are_optional() -> None:
+    def allowed(source: str, home: str | frozenset[str]) -> bool:
+        return source.startswith(home) if isinstance(home, str) else source in home
+
+    stray = [
+        f"{edge.where}: {edge.target}"
+        for edge in import_edges()
+        if edge.target.split(".")[0] in HEAVY and not allowed(edge.source, HEAVY[edge.target.split(".")[0]])
+    ]
+    assert stray == []
+
+
 @pytest.mark.parametrize(
     ("graph", "cycle"),
     [
