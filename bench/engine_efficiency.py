@@ -47,7 +47,7 @@ import yaml
 from rich.console import Console
 from rich.table import Table
 
-from ng_cli.upstream.vllm import VllmChat, parse_request
+from ng_cli.model_server.vllm import VllmChat, parse_request
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_CONFIG = "responses_api_models/local_vllm_model/configs/tiny_weather_cpu.yaml"

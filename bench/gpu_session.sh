@@ -68,7 +68,7 @@ case "$step" in
     ;;
   quickstart)
     mkdir -p /tmp/ng-models
-    "$PY" ng_cli/engines/tiny_model.py --arch gemma3 --out /tmp/ng-models/tiny-gemma3 > /dev/null
+    "$PY" ng_cli/toolchain/tiny_model.py --arch gemma3 --out /tmp/ng-models/tiny-gemma3 > /dev/null
     "$PY" bench/gemma_dummy_refit.py --model /tmp/ng-models/tiny-gemma3 --out "$OUT/gemma_dummy_refit.json" \
       > "$OUT/gemma_dummy_refit.log" 2>&1 || echo "gemma_dummy_refit failed: see its log"
     "$PY" -m pytest -p no:cacheprovider -x -q tests/gpu -k quickstart 2>&1 | tee "$OUT/pytest_quickstart.txt"
@@ -78,7 +78,7 @@ case "$step" in
     ;;
   dense8b)
     mkdir -p /tmp/ng-models
-    "$PY" ng_cli/engines/tiny_model.py --arch llama3-8b --out /tmp/ng-models/llama3-8b-shape > /dev/null
+    "$PY" ng_cli/toolchain/tiny_model.py --arch llama3-8b --out /tmp/ng-models/llama3-8b-shape > /dev/null
     name="${2:-engine_efficiency_8b_graphs}"
     shift $(( $# > 1 ? 2 : 1 ))
     "$PY" bench/engine_efficiency.py --config responses_api_models/local_vllm_model/configs/gpu_dense_8b_dummy.yaml \
@@ -90,7 +90,7 @@ case "$step" in
     CKPY="$PY"; [ -x "$CKPY" ] || CKPY=python3
     mkdir -p /tmp/ng-models /tmp/ng-ckpt
     started=$(date +%s)
-    "$CKPY" ng_cli/engines/tiny_model.py --arch llama3-8b --out /tmp/ng-models/llama3-8b-shape > /dev/null
+    "$CKPY" ng_cli/toolchain/tiny_model.py --arch llama3-8b --out /tmp/ng-models/llama3-8b-shape > /dev/null
     rm -f "$OUT/checkpoints.jsonl" /tmp/ng-ckpt/.done
     for spec in A:1 B:2; do
       "$CKPY" bench/make_random_checkpoint.py --config-dir /tmp/ng-models/llama3-8b-shape \
@@ -140,7 +140,7 @@ case "$step" in
   ckptmoe)
     CKPY="$PY"; [ -x "$CKPY" ] || CKPY=python3
     mkdir -p /tmp/ng-models /tmp/ng-ckpt
-    "$CKPY" ng_cli/engines/tiny_model.py --experts 16 --out /tmp/ng-models/tiny-moe > /dev/null
+    "$CKPY" ng_cli/toolchain/tiny_model.py --experts 16 --out /tmp/ng-models/tiny-moe > /dev/null
     rm -f "$OUT/moe_checkpoints.jsonl"
     for spec in moeA:1 moeB:2; do  # several files each (0.5 MB shards), as a real checkpoint has
       "$CKPY" bench/make_random_checkpoint.py --config-dir /tmp/ng-models/tiny-moe --out "/tmp/ng-ckpt/${spec%%:*}" \
@@ -150,7 +150,7 @@ case "$step" in
     ;;
   eff28)
     mkdir -p /tmp/ng-models
-    "$PY" ng_cli/engines/tiny_model.py --arch llama3-8b --out /tmp/ng-models/llama3-8b-shape > /dev/null
+    "$PY" ng_cli/toolchain/tiny_model.py --arch llama3-8b --out /tmp/ng-models/llama3-8b-shape > /dev/null
     common=(--config responses_api_models/local_vllm_model/configs/gpu_dense_8b_dummy.yaml --stack
             --concurrency 256 1024 --waves "${WAVES:-2}" --rounds "${ROUNDS:-3}" --max-tokens 128 --agent-workers 4
             --set return_token_id_information=true)
@@ -176,7 +176,7 @@ case "$step" in
     tail -n 5 "$OUT"/moe_dp2_ep2_*.txt
     ;;
   tp2)
-    "$PY" ng_cli/engines/tiny_model.py --arch llama3-8b --out /tmp/ng-models/llama3-8b-shape > /dev/null
+    "$PY" ng_cli/toolchain/tiny_model.py --arch llama3-8b --out /tmp/ng-models/llama3-8b-shape > /dev/null
     "$PY" bench/engine_efficiency.py --config responses_api_models/local_vllm_model/configs/gpu_dense_8b_dummy.yaml \
       --set num_gpus=2 --set "vllm_serve_kwargs={tensor_parallel_size: 2}" --set return_token_id_information=true \
       --paths direct --concurrency 256 1024 --waves "${WAVES:-2}" --rounds 2 --max-tokens 128 \

@@ -3,7 +3,7 @@
     python bench/make_random_checkpoint.py --config-dir /tmp/ng-models/llama3-8b-shape \
         --out /tmp/ng-ckpt/A --seed 1 [--shard-gb 4] [--std 0.02]
 
-The config directory is what `ng_cli/engines/tiny_model.py --arch llama3-8b --out DIR` writes
+The config directory is what `ng_cli/toolchain/tiny_model.py --arch llama3-8b --out DIR` writes
 (config, tokenizer and chat template, no weights: vLLM serves it with `load_format: dummy`). A
 weight update needs weights on disk (`dummy` cannot be reloaded), so this writes them: every
 tensor of transformers' `LlamaForCausalLM` state dict (the names vLLM's Llama loader reads),

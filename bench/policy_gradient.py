@@ -31,7 +31,7 @@ from rich.table import Table
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # the stack harness lives under tests/fixtures
 
-from ng_cli.engines.local_vllm import default_engine_python  # noqa: E402
+from ng_cli.toolchain.local_vllm import default_engine_python  # noqa: E402
 from ng_cli.training import WeightsClient  # noqa: E402
 from tests.fixtures.engine_stack import ENGINE_KEY, EXAMPLE_ENV_CONFIG, engine_stack  # noqa: E402
 

@@ -201,10 +201,10 @@ def serve_upstream(sock: socket.socket, *, tokens: int = 64, interval_s: float =
         await request.read()
         return web.Response(body=text, content_type="application/json")
 
-    async def models(request: web.Request) -> web.Response:
+    async def models(_request: web.Request) -> web.Response:
         return web.json_response({"object": "list", "data": [{"id": MODEL, "object": "model"}]})
 
-    async def health(request: web.Request) -> web.Response:
+    async def health(_request: web.Request) -> web.Response:
         return web.Response()
 
     app = web.Application()
@@ -368,9 +368,9 @@ def request_bodies(mode: Mode) -> tuple[bytes, str, bytes]:
     )
     if not mode.token_exact:
         return orjson.dumps(responses), "/v1/chat/completions", orjson.dumps(chat)
+    from ng_cli.model_server.token_exact import completion_body
     from ng_cli.tokens.chat_template import ChatTokenizer
     from ng_cli.tokens.splice import build_prompt
-    from ng_cli.upstream.token_exact import completion_body
 
     prompt = build_prompt(ChatTokenizer.load(TOKENIZER_DIR), chat["messages"], tools=chat.get("tools"))
     body = completion_body(chat, prompt.token_ids, keeps_special_tokens=True)

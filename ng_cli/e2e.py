@@ -43,7 +43,7 @@ from ng_cli.rollouts.progress import ProgressView
 from ng_cli.rollouts.resume import OutputPaths
 
 if TYPE_CHECKING:
-    from ng_cli.launcher.ray_backend import RayBackend
+    from ng_cli.launcher.ray.backend import RayBackend
 
 __all__ = [
     "FileSink",

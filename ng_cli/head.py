@@ -26,8 +26,8 @@ import uvicorn
 from fastapi import FastAPI
 
 from ng_cli.errors import InvalidOutputError, UpstreamHTTPError, UpstreamUnavailableError
-from ng_cli.launcher.plan import HEAD_NAME
 from ng_cli.servers.app import JSONResponse, build_app
+from ng_cli.servers.spec import HEAD_NAME
 
 __all__ = ["HeadServer", "build_head_app", "fetch_config", "fetch_engines", "fetch_servers"]
 

@@ -1,6 +1,6 @@
 """What is installed: this package, Python, the platform, and the engine environment's vLLM/torch/Ray.
 
-The engine environment is a separate venv (see `ng_cli.engines.local_vllm.vllm_venv_python`),
+The engine environment is a separate venv (see `ng_cli.toolchain.local_vllm.vllm_venv_python`),
 so its versions come from asking its own interpreter, with a timeout. It reads package metadata
 only (no `import torch`), which takes well under a second. Anything absent (no venv, no Ray) is
 reported as absent, never as an error: `ng_version` is what people paste into bug reports.
@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from ng_cli import __version__
-from ng_cli.engines.local_vllm import vllm_venv_python
+from ng_cli.toolchain.local_vllm import vllm_venv_python
 
 __all__ = ["EngineEnvironment", "Versions", "engine_environment", "installed_versions"]
 

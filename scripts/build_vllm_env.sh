@@ -22,5 +22,5 @@ fi
 # shellcheck source=lib/vllm_env.sh
 source "$ROOT/scripts/lib/vllm_env.sh"
 # Standard library only: it runs under the target's bare python3 (>= 3.11).
-PYTHONPATH="$ROOT" exec python3 -m ng_cli.engines.wheelhouse.install \
+PYTHONPATH="$ROOT" exec python3 -m ng_cli.toolchain.wheelhouse.install \
     --smoke "$SMOKE" --quick "$QUICK" --drop "${DROP[@]}" "$@"

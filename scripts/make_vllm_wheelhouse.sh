@@ -11,4 +11,4 @@
 #   bash scripts/make_vllm_wheelhouse.sh --python 3.11 --torch 2.13.0+cpu --out /tmp/cpu-wheelhouse
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-PYTHONPATH="$ROOT" exec python3 -m ng_cli.engines.wheelhouse.make "$@"
+PYTHONPATH="$ROOT" exec python3 -m ng_cli.toolchain.wheelhouse.make "$@"

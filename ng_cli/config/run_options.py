@@ -2,7 +2,7 @@
 
 It sits below the launcher (which takes it) and the commands (which read it, or accept its keys in
 the config files they share with ng_run); its blocks (`head_server`, `ray`) are checked in detail
-where they are used (`launcher.plan`, `launcher.ray_config`), with file:line.
+where they are used (`launcher.plan`, `launcher.ray.config`), with file:line.
 """
 
 from __future__ import annotations

@@ -73,7 +73,6 @@ def to_chat_request(
     *,
     model: str,
     wants_token_ids: bool,
-    uses_reasoning_parser: bool = False,
     replace_developer_role_with_system: bool = False,
     chat_template_kwargs: dict[str, Any] | None = None,
     extra_body: dict[str, Any] | None = None,

@@ -112,7 +112,7 @@ class EngineFleet:
         clock: Callable[[], float] = time.monotonic,
         starter: EngineStarter | None = None,
         redact: Callable[[str], str] | None = None,
-        before_spawn: Callable[[EngineSpec], None] = lambda spec: None,
+        before_spawn: Callable[[EngineSpec], None] = lambda _spec: None,
     ) -> None:
         self.plans = plans
         self.redact = redact

@@ -25,13 +25,13 @@ from ng_cli.config.paths import display_path, implementation_dir
 from ng_cli.config.schema import validate_block
 from ng_cli.config.secrets import Redactor, mask, secret_values
 from ng_cli.engines.config import LocalVllmModelConfig
-from ng_cli.engines.local_vllm import default_engine_python
 from ng_cli.engines.placement import PlacementPlan, plan_placement
 from ng_cli.engines.plan import InstanceEngines, plan_engines, visible_devices
 from ng_cli.errors import ConfigError
 from ng_cli.launcher.ports import connect_host
-from ng_cli.launcher.ray_config import RayConfig, read_ray_config
-from ng_cli.servers.spec import ServerAddress, ServerSpec
+from ng_cli.launcher.ray.config import RayConfig, read_ray_config
+from ng_cli.servers.spec import HEAD_NAME, ServerAddress, ServerSpec
+from ng_cli.toolchain.local_vllm import default_engine_python
 
 __all__ = [
     "CHILD_MODULE",
@@ -51,7 +51,6 @@ __all__ = [
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_HEAD_PORT = 11000
 DEFAULT_READY_TIMEOUT_S = 60.0
-HEAD_NAME = "head_server"
 CHILD_MODULE = "ng_cli.servers.child"
 
 _KINDS = {"resources_servers": "resources", "responses_api_models": "model", "responses_api_agents": "agent"}

@@ -1,11 +1,12 @@
-"""Child processes of `ng_run`: spawned in one process group, their output relayed and remembered.
+"""Child processes of `ng_run`: spawned in process groups, their output relayed and remembered.
 
-Every child is `sys.executable` (the one project environment), with stdin closed, stdout and
-stderr on one pipe. A thread per child relays each line as `[name] line` and keeps the last
-lines in a ring buffer, so a crash can be reported with what the child said before it died.
-The first child leads a new process group and the others join it, so one `killpg` reaches
-every child and anything they started (engines, workers), and a Ctrl-C typed at the terminal
-reaches only `ng_run`, which then stops the group in order.
+A server is `sys.executable` (the one project environment), an engine the engine venv's
+interpreter; each has stdin closed and stdout and stderr on one pipe. A thread per child relays
+each line as `[name] line` and keeps the last lines in a ring buffer, so a crash can be reported
+with what the child said before it died. The first server leads a new process group and the other
+servers join it; each engine leads its own (`launcher/engines.py`). So one `killpg` per group
+reaches every child and anything they started (workers, EngineCore), and a Ctrl-C typed at the
+terminal reaches only `ng_run`, which then stops the groups in order.
 """
 
 from __future__ import annotations

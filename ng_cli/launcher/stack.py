@@ -55,13 +55,13 @@ from ng_cli.launcher.process import (
     spawn_child,
     tail_text,
 )
+from ng_cli.model_server.admin_routes import ADMIN_ROUTES
 from ng_cli.outputs import write_bytes_atomically
 from ng_cli.servers.spec import write_spec
-from ng_cli.upstream.admin_routes import ADMIN_ROUTES
 
 if TYPE_CHECKING:
     from ng_cli.head import HeadServer
-    from ng_cli.launcher.ray_backend import RayBackend
+    from ng_cli.launcher.ray.backend import RayBackend
 
 __all__ = ["STOP_TIMEOUT_S", "Stack", "make_run_dir"]
 

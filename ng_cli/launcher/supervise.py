@@ -28,13 +28,13 @@ from ng_cli.launcher.check import check_instances, print_warnings
 from ng_cli.launcher.packages import ensure_requirements
 from ng_cli.launcher.plan import StackPlan, plan_stack
 from ng_cli.launcher.process import LineSink
-from ng_cli.launcher.ray_config import read_ray_config
+from ng_cli.launcher.ray.config import read_ray_config
 from ng_cli.launcher.render import engine_notes, engines_table, placement_table, plan_table, ready_table
 from ng_cli.launcher.signals import StopSignals, exit_code_for
 from ng_cli.launcher.stack import Stack, make_run_dir
 
 if TYPE_CHECKING:
-    from ng_cli.launcher.ray_backend import RayBackend
+    from ng_cli.launcher.ray.backend import RayBackend
 
 __all__ = ["launch", "plan_and_connect", "run_stack"]
 
@@ -100,14 +100,14 @@ def plan_and_connect(config: ComposedConfig) -> tuple[StackPlan, RayBackend | No
     run_dir = make_run_dir()
     try:
         if ray is not None and not ray.is_local:
-            from ng_cli.launcher.ray_backend import RayBackend
+            from ng_cli.launcher.ray.backend import RayBackend
 
             backend = RayBackend.connect(ray)
             plan = plan_stack(config, run_dir=run_dir, cluster_gpus=backend.total_gpus())
         else:
             plan = plan_stack(config, run_dir=run_dir)
             if ray is not None and plan.placement is not None:
-                from ng_cli.launcher.ray_backend import RayBackend
+                from ng_cli.launcher.ray.backend import RayBackend
 
                 backend = RayBackend.connect(ray, cpus_needed=plan.placement.cpus_needed())
     except BaseException:

@@ -13,7 +13,7 @@ import os
 import sys
 from pathlib import Path
 
-from ng_cli.nemo_gym_compat import finder
+from ng_cli.servers import nemo_gym_finder as finder
 
 _ROOT = Path(os.environ.get("NG_NEMO_GYM_ROOT") or Path.cwd())
 for entry in (str(Path.cwd()), str(_ROOT)):

@@ -197,7 +197,7 @@ def repair_torn_tail(path: Path) -> TailRepair | None:
         file.seek(size - 1)
         if file.read(1) == b"\n":
             return None
-        start, line_no = _last_line_start(file, size)
+        start, line_no = _last_line_start(file)
         file.seek(start)
         tail = file.read()
         if _is_result_row(tail):
@@ -207,7 +207,7 @@ def repair_torn_tail(path: Path) -> TailRepair | None:
         return TailRepair(line=line_no, size_bytes=len(tail), kept=False)
 
 
-def _last_line_start(file: Any, size: int) -> tuple[int, int]:
+def _last_line_start(file: Any) -> tuple[int, int]:
     """Offset where the last line starts and its 1-based number (counts newlines before it)."""
     file.seek(0)
     newlines = 0

@@ -271,7 +271,7 @@ class _Child:
         self.isolated = True
         self.orphaned = False
 
-    def stop(self, signum: int, frame: object = None) -> None:
+    def stop(self, signum: int, _frame: object = None) -> None:
         """Kill the program (main() then reaps it); after SIGHUP, also remove the run's files."""
         if signum == signal.SIGHUP:
             self.orphaned = True

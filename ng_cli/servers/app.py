@@ -9,27 +9,19 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
 from typing import Any
 
 import orjson
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import Response, StreamingResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ng_cli.config.secrets import Redactor
-from ng_cli.errors import (
-    BadRequestError,
-    ContextOverflowError,
-    InvalidOutputError,
-    NgError,
-    UpstreamHTTPError,
-    UpstreamTimeoutError,
-    UpstreamUnavailableError,
-)
+from ng_cli.errors import BadRequestError, NgError
+from ng_cli.servers.answers import JSONResponse, error_response, event_stream, status_for
 from ng_cli.servers.body_limit import (
     DEFAULT_MAX_REQUEST_BYTES,
     DEFAULT_MAX_REQUEST_BYTES_IN_FLIGHT,
@@ -45,60 +37,6 @@ __all__ = ["JSONResponse", "build_app", "error_response", "event_stream", "read_
 logger = logging.getLogger("ng_cli.servers")
 
 _HTTP_ERROR_TYPES = {404: "not_found", 405: "method_not_allowed"}
-
-
-class JSONResponse(Response):
-    """orjson-encoded JSON; the fastest correct encoder we have for large rollout bodies."""
-
-    media_type = "application/json"
-
-    def render(self, content: Any) -> bytes:
-        return orjson.dumps(content, option=orjson.OPT_SERIALIZE_NUMPY)
-
-
-def event_stream(body: AsyncIterator[bytes]) -> StreamingResponse:
-    """The answer that relays server-sent events as they are produced (proxies told not to buffer)."""
-    headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
-    return StreamingResponse(body, media_type="text/event-stream", headers=headers)
-
-
-def status_for(error: NgError) -> int:
-    """The HTTP status a server answers with when one of our errors escapes a handler."""
-    if isinstance(error, ContextOverflowError):
-        return 400
-    if isinstance(error, UpstreamHTTPError):
-        return error.status if 400 <= error.status < 500 else 502
-    if isinstance(error, UpstreamTimeoutError):
-        return 504
-    if isinstance(error, UpstreamUnavailableError):
-        return 503
-    if isinstance(error, InvalidOutputError):
-        return 502
-    return error.http_status
-
-
-def error_response(
-    status: int,
-    message: str,
-    *,
-    server: str,
-    type_: str,
-    hint: str | None = None,
-    param: str | None = None,
-    extra: dict[str, Any] | None = None,
-) -> JSONResponse:
-    """The OpenAI-style error envelope, plus the name of the server that produced it."""
-    error: dict[str, Any] = {
-        "message": message,
-        "type": type_,
-        "param": param,
-        "code": status,
-        "server": server,
-    }
-    if hint:
-        error["hint"] = hint
-    error.update(extra or {})
-    return JSONResponse({"error": error}, status_code=status)
 
 
 def build_app(
@@ -159,7 +97,7 @@ def install_error_handlers(app: FastAPI, name: str) -> None:
             extra=exc.envelope_fields(),
         )
 
-    async def on_validation_error(request: Request, exc: Exception) -> JSONResponse:
+    async def on_validation_error(_request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, RequestValidationError)
         problems = "; ".join(
             f"{'.'.join(str(p) for p in err.get('loc', ()))}: {err.get('msg')}" for err in exc.errors()

@@ -82,7 +82,7 @@ class BaseServer(Generic[ConfigT]):
         """
 
         @asynccontextmanager
-        async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
             try:
                 await self.on_startup()
             except NgError as error:

@@ -30,6 +30,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ng_cli.config.schema import ServerConfig
 from ng_cli.errors import NgError, RequestTooLargeError, ServerBusyError
+from ng_cli.servers.answers import error_response
 from ng_cli.servers.byte_budget import ByteBudget
 from ng_cli.servers.deadline import remaining_s
 
@@ -158,8 +159,6 @@ class BodyLimitMiddleware:
         )
 
     async def _refuse(self, receive: Receive, send: Send, error: NgError) -> None:
-        from ng_cli.servers.app import error_response  # app.py installs this middleware
-
         status = error.http_status
         response = error_response(
             status, error.message, server=self.server, type_=error.error_type, hint=error.hint

@@ -40,7 +40,7 @@ def load_server_class(app_path: Path) -> type[BaseServer]:  # type: ignore[type-
         raise ConfigError(f"entrypoint {app_path} does not exist")
     nemo_gym = imports_nemo_gym(app_path)
     if nemo_gym:
-        from ng_cli.nemo_gym_compat import finder  # standard library only
+        from ng_cli.servers import nemo_gym_finder as finder
 
         root = app_path.resolve().parent.parent.parent  # NeMo Gym's root
         finder.install([root])
@@ -100,7 +100,7 @@ def _nemo_gym_server_class(module: ModuleType, module_name: str, app_path: Path)
     if len(leaves) == 1:
         served: type[BaseServer] = leaves[0].__ng_server_class__()  # type: ignore[type-arg,attr-defined]
         return served
-    from ng_cli.nemo_gym_compat import finder
+    from ng_cli.servers import nemo_gym_finder as finder
 
     origin = finder.real_nemo_gym_origin([app_path.resolve().parent.parent.parent])
     if origin is not None:

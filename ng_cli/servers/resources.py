@@ -66,8 +66,7 @@ class ResourcesServer(BaseServer[RC]):
     them: `ng_prepare_data` validates every row of this environment's datasets against it."""
 
     async def seed_session(self, session_id: str, row: Mapping[str, Any]) -> Mapping[str, Any] | None:
-        """Prepare per-rollout state from the input row. The default keeps none."""
-        return None
+        """Prepare per-rollout state from the input row. The default keeps none (returns None)."""
 
     async def verify(self, session_id: str, request: VerifyRequest) -> float | Mapping[str, Any]:
         """The reward for a finished rollout: a float, or a mapping with `reward` and other numbers."""
@@ -125,10 +124,10 @@ def _tool_route(method: ToolMethod) -> Callable[[Request], Awaitable[JSONRespons
 
 
 def _args_model(method: ToolMethod) -> type[BaseModel] | None:
+    """The pydantic model of a bound tool's arguments: its parameter after the session id, by position
+    as the route calls it (a tool that ignores the session may name it `_session_id`)."""
     hints = get_type_hints(method)
-    params = [
-        p for p in inspect.signature(method).parameters.values() if p.name not in ("self", "session_id")
-    ]
+    params = list(inspect.signature(method).parameters.values())[1:]
     if not params:
         return None
     hint = hints.get(params[0].name)

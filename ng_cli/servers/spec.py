@@ -12,7 +12,11 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-__all__ = ["ServerAddress", "ServerSpec", "read_spec", "write_spec"]
+__all__ = ["HEAD_NAME", "ServerAddress", "ServerSpec", "read_spec", "write_spec"]
+
+HEAD_NAME = "head_server"
+"""The head server's name: its config block, and the `server` its answers name. Here, below both the
+launcher that plans it and `head.py` that serves it, so neither imports the other for it."""
 
 
 class ServerAddress(BaseModel):

@@ -21,8 +21,8 @@ from typing import Any
 from ng_cli.errors import ConfigError, UpstreamHTTPError, UpstreamUnavailableError
 from ng_cli.head import fetch_servers
 from ng_cli.launcher.admin_keys import KEY_ENV, admin_key
+from ng_cli.model_server.admin_routes import ADMIN_ROUTES
 from ng_cli.protocol.errors import parse_error_body
-from ng_cli.upstream.admin_routes import ADMIN_ROUTES
 from ng_cli.upstream.weights import WeightUpdateError
 
 __all__ = ["WeightsClient"]

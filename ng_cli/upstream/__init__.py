@@ -1,8 +1,11 @@
-"""Model servers' upstreams: config, endpoint pool (health, affinity, failover), client, metrics.
+"""Model servers' upstreams: config, endpoint pool (health, affinity, failover), client, metrics, weights.
 
 Upstream(config, http, server=name)     pool + client + prober + metrics; start()/stop()
 UpstreamClient.post(path, payload, session_id=...)
-VllmChat.respond(body, ...) / .chat(body, ...)   what vllm_model does per request
+WeightUpdater                            one weight update fanned out to every engine
+
+The routes that use them (vllm_model's `/v1/responses`, openai_model's relay) are in
+`ng_cli.model_server`.
 """
 
 from __future__ import annotations
@@ -12,7 +15,6 @@ from ng_cli.upstream.config import OpenAIModelConfig, UpstreamConfig, VllmModelC
 from ng_cli.upstream.metrics import UpstreamMetrics, install_metrics_route
 from ng_cli.upstream.pool import Endpoint, EndpointPool
 from ng_cli.upstream.runtime import Upstream, models_probe, root_health_probe
-from ng_cli.upstream.vllm import VllmChat
 
 __all__ = [
     "Endpoint",
@@ -22,7 +24,6 @@ __all__ = [
     "UpstreamClient",
     "UpstreamConfig",
     "UpstreamMetrics",
-    "VllmChat",
     "VllmModelConfig",
     "install_metrics_route",
     "models_probe",

@@ -150,5 +150,5 @@ class Upstream:
     def _endpoint_down(self, endpoint: Endpoint) -> None:
         self.prober.kick(endpoint)
 
-    def _endpoint_rejoined(self, endpoint: Endpoint) -> None:
+    def _endpoint_rejoined(self, _endpoint: Endpoint) -> None:
         self.client.notify_rejoined()

@@ -69,7 +69,7 @@ class CodeExecution(ResourcesServer[CodeExecutionConfig]):
             await self.sandbox.check()
 
     @tool
-    async def run_code(self, session_id: str, args: RunCodeArgs) -> dict[str, Any]:
+    async def run_code(self, _session_id: str, args: RunCodeArgs) -> dict[str, Any]:
         """Run the model's program on the given stdin and show it what happened."""
         if len(args.code) > self.config.max_code_chars:
             raise ToolError(
@@ -84,7 +84,7 @@ class CodeExecution(ResourcesServer[CodeExecutionConfig]):
             "stderr": _tail(result.stderr, limit),
         }
 
-    async def verify(self, session_id: str, request: VerifyRequest) -> Mapping[str, Any]:
+    async def verify(self, _session_id: str, request: VerifyRequest) -> Mapping[str, Any]:
         tests = parse_hidden_tests(request.extra("tests"))
         code, source = submitted_code(request.response)
         verdict: dict[str, Any] = {"tests_total": len(tests), "tests_passed": 0, "code_source": source}

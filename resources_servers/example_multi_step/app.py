@@ -110,7 +110,7 @@ class ExampleMultiStep(ResourcesServer[ResourcesServerConfig]):
         super().__init__(*args, **kwargs)
         self.trails: dict[str, Trail] = {}
 
-    async def seed_session(self, session_id: str, row: Mapping[str, Any]) -> None:
+    async def seed_session(self, session_id: str, _row: Mapping[str, Any]) -> None:
         self.trails[session_id] = Trail()
 
     def trail(self, session_id: str) -> Trail:
@@ -153,12 +153,14 @@ class ExampleMultiStep(ResourcesServer[ResourcesServerConfig]):
         return {"order_id": args.order_id, "total": float(total), "currency": "USD"}
 
     @tool
-    async def get_synonym_value(self, session_id: str, args: GetSynonymValueArgs) -> dict[str, Any]:
+    async def get_synonym_value(self, _session_id: str, args: GetSynonymValueArgs) -> dict[str, Any]:
         """NeMo Gym's synonym tool: the value of a word is the sum of its character codes."""
         return {"synonym_value": sum(map(ord, args.synonym))}
 
     @tool
-    async def extract_synonym_values(self, session_id: str, args: ExtractSynonymValuesArgs) -> dict[str, Any]:
+    async def extract_synonym_values(
+        self, _session_id: str, _args: ExtractSynonymValuesArgs
+    ) -> dict[str, Any]:
         """NeMo Gym's answer tool: the model hands in its values (verify reads the call)."""
         return {"success": True}
 

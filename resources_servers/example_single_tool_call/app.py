@@ -51,11 +51,11 @@ class ExampleSingleToolCall(ResourcesServer[WeatherConfig]):
     config_class = WeatherConfig
 
     @tool
-    async def get_weather(self, session_id: str, args: GetWeatherArgs) -> dict[str, Any]:
+    async def get_weather(self, _session_id: str, args: GetWeatherArgs) -> dict[str, Any]:
         """The weather of one city from the fixed table."""
         return self.weather_of(args.city)
 
-    async def verify(self, session_id: str, request: VerifyRequest) -> Mapping[str, Any]:
+    async def verify(self, _session_id: str, request: VerifyRequest) -> Mapping[str, Any]:
         if "expected_city" not in (request.model_extra or {}):
             return {"reward": 1.0 if calls_get_weather(request.response) else 0.0}
         city = request.extra("expected_city")

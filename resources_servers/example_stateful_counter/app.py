@@ -60,7 +60,7 @@ class ExampleStatefulCounter(ResourcesServer[CounterConfig]):
         return {"count": count}
 
     @tool
-    async def get_count(self, session_id: str, args: GetCountArgs) -> dict[str, int]:
+    async def get_count(self, session_id: str, _args: GetCountArgs) -> dict[str, int]:
         """This rollout's counter."""
         return {"count": self.counts.get(session_id, 0)}
 

@@ -89,7 +89,7 @@ class MathWithJudge(ResourcesServer[MathWithJudgeConfig]):
     async def on_shutdown(self) -> None:
         await self.workers.close()
 
-    async def verify(self, session_id: str, request: VerifyRequest) -> Mapping[str, Any]:
+    async def verify(self, _session_id: str, request: VerifyRequest) -> Mapping[str, Any]:
         expected = _expected_answer(request.extra("expected_answer"))
         output = request.response.get("output")
         items = output if isinstance(output, list) else []

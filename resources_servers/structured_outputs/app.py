@@ -37,7 +37,7 @@ class StructuredOutputs(ResourcesServer[StructuredOutputsConfig]):
 
     config_class = StructuredOutputsConfig
 
-    async def verify(self, session_id: str, request: VerifyRequest) -> Mapping[str, Any]:
+    async def verify(self, _session_id: str, request: VerifyRequest) -> Mapping[str, Any]:
         row = request.model_extra or {}
         if "schema_str" in row and "json_schema" not in row:
             return nemo_gym_verdict(_checked_nemo_gym_row(row), request.response)

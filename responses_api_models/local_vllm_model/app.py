@@ -15,12 +15,14 @@ from __future__ import annotations
 import os
 from typing import ClassVar
 
+from typing_extensions import override
+
 from ng_cli.engines.config import LocalVllmModelConfig
 from ng_cli.engines.model_info import resolve_model_dir
 from ng_cli.engines.quirks import ASYNC_TIMEOUT_ENV, SampleTimeoutError, sample_timeout_s
 from ng_cli.errors import ConfigError, NgError, UpstreamTimeoutError
+from ng_cli.model_server.vllm_server import VllmModelServer
 from ng_cli.upstream import VllmModelConfig
-from ng_cli.upstream.vllm_server import VllmModelServer
 from ng_cli.upstream.weights import WeightUpdater
 
 
@@ -80,5 +82,6 @@ class LocalVllmModel(VllmModelServer[LocalVllmModelConfig]):
             ),
         )
 
+    @override
     def timeout_error(self, error: UpstreamTimeoutError) -> NgError:
         return SampleTimeoutError(self.sample_timeout_s)

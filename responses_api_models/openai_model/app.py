@@ -3,7 +3,7 @@
 The body is forwarded unchanged except `model`, which the config sets. Endpoint choice, retries,
 timeouts, health and metrics are the same as vllm_model's (`ng_cli.upstream`); a context
 overflow is answered as the upstream's 400 and counted. `stream: true` relays the upstream's
-events as they come (`ng_cli.upstream.relay`).
+events as they come (`ng_cli.model_server.relay`).
 """
 
 from __future__ import annotations
@@ -15,10 +15,10 @@ from fastapi import FastAPI, Request
 from fastapi.responses import Response
 
 from ng_cli.errors import ContextOverflowError, InvalidOutputError
+from ng_cli.model_server.relay import open_relay
 from ng_cli.servers import JSONResponse, ModelServer, read_generation_request, session_id
 from ng_cli.servers.app import event_stream
 from ng_cli.upstream import OpenAIModelConfig, Upstream, install_metrics_route, models_probe
-from ng_cli.upstream.relay import open_relay
 
 
 class OpenAIModel(ModelServer[OpenAIModelConfig]):

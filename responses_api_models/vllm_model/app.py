@@ -1,6 +1,6 @@
 """vllm_model: the Responses API (and Chat Completions) over one or more vLLM servers.
 
-A router only: the routes are `ng_cli.upstream.vllm_server.VllmModelServer`, conversion lives in
+A router only: the routes are `ng_cli.model_server.vllm_server.VllmModelServer`, conversion lives in
 `ng_cli.conversion`, token ids in `ng_cli.tokens`, and endpoint choice, health, failover and
 metrics in `ng_cli.upstream`. See docs/vllm_model.md.
 """
@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import ClassVar
 
+from ng_cli.model_server.vllm_server import VllmModelServer
 from ng_cli.upstream import VllmModelConfig
-from ng_cli.upstream.vllm_server import VllmModelServer
 
 
 class VllmModel(VllmModelServer[VllmModelConfig]):

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from ng_cli.engines.local_vllm import vllm_venv_python
+from ng_cli.toolchain.local_vllm import vllm_venv_python
 from tests.fixtures.engine_env import require_vllm_env
 from tests.fixtures.stack.harness import MARKER_VAR, marked_pids
 from tests.fixtures.wheelhouse import make_wheel, write_wheelhouse
@@ -61,7 +61,7 @@ def _tiny_llama_config(tmp: Path) -> list[str]:
     """An 8B-shaped Llama config directory (tiny_model.py), shrunk to a few MB of weights."""
     config_dir = tmp / "llama"
     subprocess.run(
-        [str(vllm_venv_python()), str(ROOT / "ng_cli" / "engines" / "tiny_model.py"),
+        [str(vllm_venv_python()), str(ROOT / "ng_cli" / "toolchain" / "tiny_model.py"),
          "--arch", "llama3-8b", "--out", str(config_dir)],
         check=True, capture_output=True, timeout=300,
     )  # fmt: skip
@@ -75,14 +75,14 @@ def _tiny_llama_config(tmp: Path) -> list[str]:
 def _tiny_gemma(tmp: Path) -> list[str]:
     model = tmp / "gemma"
     subprocess.run(
-        [str(vllm_venv_python()), str(ROOT / "ng_cli" / "engines" / "tiny_model.py"),
+        [str(vllm_venv_python()), str(ROOT / "ng_cli" / "toolchain" / "tiny_model.py"),
          "--arch", "gemma3", "--out", str(model)],
         check=True, capture_output=True, timeout=300,
     )  # fmt: skip
     return ["--model", str(model)]
 
 
-def _pg_inputs(tmp: Path) -> list[str]:
+def _pg_inputs(_tmp: Path) -> list[str]:
     model = ROOT / "models" / "tiny-weather"
     return ["--base", str(model), "--weights", str(model), "--noise", "0.5"]
 

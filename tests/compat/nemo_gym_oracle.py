@@ -42,14 +42,14 @@ class _Unused(types.ModuleType):
         if name.startswith("__"):
             raise AttributeError(name)
 
-        def refuse(*args: Any, **kwargs: Any) -> Any:
+        def refuse(*_args: Any, **_kwargs: Any) -> Any:
             raise RuntimeError(f"the oracle called {self.__name__}.{name}, which it stubs as unused")
 
         return type(name, (), {"__init__": refuse, "__call__": refuse})
 
 
 class _UnusedFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
-    def find_spec(self, name: str, path: Any, target: Any = None) -> importlib.machinery.ModuleSpec | None:
+    def find_spec(self, name: str, _path: Any, _target: Any = None) -> importlib.machinery.ModuleSpec | None:
         if name.split(".")[0] in UNUSED_IMPORTS:
             return importlib.machinery.ModuleSpec(name, self, is_package=True)
         return None
@@ -59,7 +59,7 @@ class _UnusedFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         module.__path__ = []
         return module
 
-    def exec_module(self, module: types.ModuleType) -> None:
+    def exec_module(self, _module: types.ModuleType) -> None:
         return None
 
 

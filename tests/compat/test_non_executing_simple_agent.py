@@ -73,7 +73,7 @@ def test_v4_rows_earn_nemo_gyms_reward_after_one_model_call(
 ) -> None:
     agent_class = _agent_of_the_v4_config(monkeypatch, tmp_path)
     row = V4_ROWS[case["id"].removeprefix("v4-example-")]
-    with serve_rollout_stack(Environment, agent_class, lambda body: case["output"]) as stack:
+    with serve_rollout_stack(Environment, agent_class, lambda _body: case["output"]) as stack:
         verdict = _run(stack.agent_url, row)
     assert (verdict["reward"], verdict["error_type"]) == (
         case["nemo_gym"]["reward"],
@@ -90,7 +90,7 @@ def test_under_simple_agent_the_answer_call_was_run_and_the_model_saw_an_error()
     row = V4_ROWS[case["id"].removeprefix("v4-example-")]
     simple_agent = load_server_class(REPO / "responses_api_agents" / "simple_agent" / "app.py")
     answers = iter([case["output"], [{"type": "message", "role": "assistant", "content": "?"}]])
-    with serve_rollout_stack(Environment, simple_agent, lambda body: next(answers)) as stack:
+    with serve_rollout_stack(Environment, simple_agent, lambda _body: next(answers)) as stack:
         _run(stack.agent_url, row)
     assert len(stack.model.requests) == 2
     (shown,) = [

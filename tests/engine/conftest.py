@@ -16,7 +16,7 @@ from typing import Any
 import openai
 import pytest
 
-from ng_cli.engines.local_vllm import VllmServer, build_tiny_model
+from ng_cli.toolchain.local_vllm import VllmServer, build_tiny_model
 from tests.fixtures.engine_env import require_vllm_env
 
 HERE = Path(__file__).parent
@@ -43,7 +43,7 @@ def vllm_env() -> None:
 
 
 @pytest.fixture(scope="session")
-def vllm_engine(vllm_env: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[VllmServer]:
+def vllm_engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[VllmServer]:
     """Serve the tiny model with the CPU vLLM for the whole session (start-up takes ~15-25 s)."""
     model_dir = build_tiny_model(_tiny_model_dir())
     with VllmServer.start(
@@ -56,7 +56,7 @@ def vllm_engine(vllm_env: None, tmp_path_factory: pytest.TempPathFactory) -> Ite
 
 
 @pytest.fixture(scope="session")
-def weather_engine(vllm_env: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[VllmServer]:
+def weather_engine(vllm_env: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[VllmServer]:  # noqa: ARG001 (vllm_env: the env is built first)
     """Serve the embedded model (models/tiny-weather) for the whole session: one start shared by
     the tests that drive it directly (seeded e2e collection, token_exact on the embedded model)."""
     with VllmServer.start(

@@ -27,14 +27,14 @@ from typing import Any
 
 import pytest
 
-from ng_cli.engines.local_vllm import VllmServer, vllm_venv_python
 from ng_cli.quickstart.plan import EMBEDDED_MODEL
 from ng_cli.rollouts.resume import OutputPaths
+from ng_cli.toolchain.local_vllm import VllmServer, vllm_venv_python
 from tests.fixtures.stack.harness import MARKER_VAR, marked_pids
 
 ROOT = Path(__file__).resolve().parents[2]
 MODEL_DIR = ROOT / EMBEDDED_MODEL
-TRAIN_SCRIPT = ROOT / "ng_cli" / "engines" / "train_weather_model.py"
+TRAIN_SCRIPT = ROOT / "ng_cli" / "toolchain" / "train_weather_model.py"
 NUM_ROWS, NUM_REPEATS = 5, 2
 MIN_MEAN_REWARD = 0.8
 MAX_ARTIFACT_BYTES = 20 * 1024 * 1024

@@ -35,7 +35,6 @@ import pytest
 import yaml
 
 from ng_cli.conversion import to_chat_request
-from ng_cli.engines.local_vllm import VllmServer
 from ng_cli.errors import LaunchError
 from ng_cli.launcher.ports import is_port_free
 from ng_cli.launcher.stack import STOP_TIMEOUT_S
@@ -43,6 +42,7 @@ from ng_cli.protocol.responses import Response, ResponsesRequest
 from ng_cli.quickstart.plan import EXAMPLE_AGENT, EXAMPLE_INPUT, write_env_file
 from ng_cli.rollouts.failures import FailureKind
 from ng_cli.rollouts.resume import OutputPaths
+from ng_cli.toolchain.local_vllm import VllmServer
 from tests.fixtures.stack.harness import MARKER_VAR, marked_pids
 from tests.fixtures.stack_process import StackProcess
 

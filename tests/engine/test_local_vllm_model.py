@@ -11,12 +11,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from tests.fixtures.engine_stack import ENGINE_KEY, EXAMPLE_ENV_CONFIG, engine_stack, kill_one_engine_mid_run
 
 CPU_CONFIG = "responses_api_models/local_vllm_model/configs/tiny_weather_cpu.yaml"
 
 
-def test_two_engines_one_killed_mid_run_nothing_lost_and_it_rejoins(vllm_env: None, tmp_path: Path) -> None:
+@pytest.mark.usefixtures("vllm_env")
+def test_two_engines_one_killed_mid_run_nothing_lost_and_it_rejoins(tmp_path: Path) -> None:
     overrides = [
         f"++{ENGINE_KEY}.vllm_serve_kwargs.data_parallel_size=2",
         f"++{ENGINE_KEY}.max_restarts=2",

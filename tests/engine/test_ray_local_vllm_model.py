@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 
-from ng_cli.engines.local_vllm import is_vllm_env_ready, vllm_venv_dir
 from ng_cli.quickstart.plan import EXAMPLE_AGENT
+from ng_cli.toolchain.local_vllm import is_vllm_env_ready, vllm_venv_dir
 from tests.fixtures.engine_stack import ENGINE_KEY, EXAMPLE_ENV_CONFIG, engine_stack, kill_one_engine_mid_run
 from tests.fixtures.ray_required import require_ray
 from tests.fixtures.stack_process import console_script

@@ -17,7 +17,7 @@ import aiohttp
 import orjson
 import pytest
 
-from ng_cli.engines.local_vllm import VllmServer
+from ng_cli.toolchain.local_vllm import VllmServer
 from tests.fixtures.model_server import serve_model
 
 WEATHER_TOOL = {

@@ -1,6 +1,6 @@
 """token_exact against the real CPU vLLM: 200 multi-turn tool-calling rollouts each way.
 
-The tiny random-weight Qwen2 (ng_cli/engines/tiny_model.py) is driven through vllm_model like
+The tiny random-weight Qwen2 (ng_cli/toolchain/tiny_model.py) is driven through vllm_model like
 simple_agent drives it; `structured_outputs` regexes make it call get_weather (then answer), so
 every rollout has 2 or 3 turns. A guided random model picks any ids that spell the allowed text
 (`P`+`aris` as readily as `Paris`), and the tokenizer re-encodes such text to other ids (shown in
@@ -24,8 +24,8 @@ import pytest
 from typer.testing import CliRunner
 
 from ng_cli.commands.check_tokens import app as check_tokens_app
-from ng_cli.engines.local_vllm import VllmServer, build_tiny_model
 from ng_cli.tokens.chat_template import ChatTokenizer
+from ng_cli.toolchain.local_vllm import VllmServer, build_tiny_model
 from tests.fixtures.model_server import serve_model
 from tests.fixtures.tokens.engine_checks import generated_texts, parser_mismatches, tail_mismatches
 from tests.fixtures.tokens.rollouts import SYSTEM, WEATHER_TOOL, Run, collect_both_ways

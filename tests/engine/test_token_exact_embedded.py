@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from ng_cli.engines.local_vllm import VllmServer
 from ng_cli.tokens.chat_template import ChatTokenizer
+from ng_cli.toolchain.local_vllm import VllmServer
 from tests.fixtures.tokens.engine_checks import generated_texts, parser_mismatches, tail_mismatches
 from tests.fixtures.tokens.rollouts import Run, collect_both_ways
 
@@ -33,7 +33,7 @@ def collected(
     """On the session's embedded-model engine, shared with test_e2e_collect_seeded.py."""
     tmp = tmp_path_factory.mktemp("token-exact-embedded")
     runs = collect_both_ways(
-        weather_engine, MODEL_DIR, tmp, ROLLOUTS, max_turns=lambda index: 3, extras=lambda i, t: {}
+        weather_engine, MODEL_DIR, tmp, ROLLOUTS, max_turns=lambda _index: 3, extras=lambda _i, _t: {}
     )
     return weather_engine, runs
 

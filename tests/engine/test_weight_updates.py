@@ -81,7 +81,7 @@ def ckpts(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 
 @pytest.fixture(scope="module")
-def stack(vllm_env: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[EngineStack]:
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EngineStack]:
     overrides = [
         f"++{ENGINE_KEY}.weight_updates=true",
         f"++{ENGINE_KEY}.vllm_serve_kwargs.data_parallel_size=2",

@@ -14,7 +14,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from ng_cli.engines.local_vllm import TINY_MODEL_SCRIPT, default_engine_python
+from ng_cli.toolchain.local_vllm import TINY_MODEL_SCRIPT, default_engine_python
 from tests.fixtures.engine_stack import EXAMPLE_ENV_CONFIG, engine_stack, kill_one_engine_mid_run
 
 CONFIGS = "responses_api_models/local_vllm_model/configs"

@@ -197,7 +197,7 @@ async def test_a_cancelled_run_cancels_its_tool_call() -> None:
         config_class = ResourcesServerConfig
 
         @tool
-        async def slow(self, session_id: str, args: dict[str, Any]) -> dict[str, Any]:
+        async def slow(self, _session_id: str, _args: dict[str, Any]) -> dict[str, Any]:
             started.set()
             try:
                 await asyncio.sleep(30)
@@ -206,13 +206,13 @@ async def test_a_cancelled_run_cancels_its_tool_call() -> None:
                 raise
             return {}
 
-        async def verify(self, session_id: str, request: Any) -> float:
+        async def verify(self, _session_id: str, _request: Any) -> float:
             return 0.0
 
     slow_tool = {"type": "function", "name": "slow", "parameters": {"type": "object", "properties": {}}}
     agent_class = load_server_class(REPO / "responses_api_agents" / "simple_agent" / "app.py")
     row = {"responses_create_params": {"input": "go", "tools": [slow_tool]}}
-    with serve_rollout_stack(SlowTool, agent_class, lambda body: [function_call("slow", {})]) as stack:
+    with serve_rollout_stack(SlowTool, agent_class, lambda _body: [function_call("slow", {})]) as stack:
         async with aiohttp.ClientSession() as http:
             run = asyncio.create_task(http.post(f"{stack.agent_url}/run", json=row))
             await _until(started)

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from ng_cli.engines.wheelhouse.parts import PARTS_NAME, split_wheelhouse
+from ng_cli.toolchain.wheelhouse.parts import PARTS_NAME, split_wheelhouse
 from tests.fixtures.wheelhouse import REPO, make_wheel, write_wheelhouse
 
 pytestmark = pytest.mark.integration

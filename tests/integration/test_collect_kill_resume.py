@@ -34,7 +34,7 @@ def agent_url() -> Iterator[str]:
         yield url
 
 
-def command(tmp_path: Path, agent_url: str) -> list[str]:
+def command(agent_url: str) -> list[str]:
     return [
         str(COLLECT),
         "+agent_name=stub",
@@ -63,7 +63,7 @@ def test_sigkill_halfway_then_resume_gives_every_rollout_exactly_once(tmp_path: 
     ]
     (tmp_path / "in.jsonl").write_bytes(b"".join(orjson.dumps(row) + b"\n" for row in rows))
     output = tmp_path / "out.jsonl"
-    args, env = command(tmp_path, agent_url), environment(tmp_path)
+    args, env = command(agent_url), environment(tmp_path)
 
     first = subprocess.Popen(args, cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     deadline = time.monotonic() + 60

@@ -41,7 +41,7 @@ def collect(cwd: Path, output: str, *extra: str) -> subprocess.CompletedProcess[
     )
 
 
-def _same(tmp: Path) -> str:
+def _same(_tmp: Path) -> str:
     return "in.jsonl"
 
 
@@ -60,7 +60,7 @@ def _absolute_with_dots(tmp: Path) -> str:
     return str(tmp / "sub" / ".." / "in.jsonl")
 
 
-def _input_sibling(tmp: Path) -> str:
+def _input_sibling(_tmp: Path) -> str:
     return "in_failures.jsonl"
 
 

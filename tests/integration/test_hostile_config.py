@@ -102,9 +102,7 @@ def test_a_deeply_nested_override_is_refused(tmp_path: Path) -> None:
     ("typo", "suggested"),
     [("+dry_rn=true", "dry_run"), ("+ready_timout_s=5", "ready_timeout_s"), ("+toolz_a.x=1", "tools_a")],
 )
-def test_ng_run_refuses_a_misspelt_option_before_starting_anything(
-    tmp_path: Path, typo: str, suggested: str
-) -> None:
+def test_ng_run_refuses_a_misspelt_option_before_starting_anything(typo: str, suggested: str) -> None:
     result = script("ng_run", "-c", "configs/stack.yaml", "++head_server.port=0", typo, cwd=STACK, root=STACK)
 
     stderr = refused(result)

@@ -85,8 +85,9 @@ def _error(result_stderr: str) -> str:
     return "\n".join(line for line in result_stderr.splitlines() if not line.startswith("warning: "))
 
 
+@pytest.mark.usefixtures("in_nemo_gym_root")
 @pytest.mark.parametrize("row", ROWS, ids=[row.id for row in ROWS])
-def test_dump_config_and_ng_run_agree(row: Row, in_nemo_gym_root: Path) -> None:
+def test_dump_config_and_ng_run_agree(row: Row) -> None:
     dump = CliRunner().invoke(dump_app, [row.override])
     dry_run = CliRunner().invoke(run_app, [row.override, "+dry_run=true"])
     assert dump.exception is None or isinstance(dump.exception, SystemExit), dump.exception

@@ -27,7 +27,7 @@ import pytest
 from fastapi import Request
 
 from ng_cli.launcher.server_tests import run_suite
-from ng_cli.nemo_gym_compat import finder
+from ng_cli.servers import nemo_gym_finder as finder
 from ng_cli.servers.app import JSONResponse, build_app, read_json_object
 from ng_cli.servers.loading import load_server_class
 from ng_cli.servers.spec import ServerAddress
@@ -170,7 +170,7 @@ def test_a_judge_in_their_config_is_one_of_our_model_servers(judged_server: tupl
     assert failed.status_code == 500  # this server calls its judge without call_judge: no failsafe
 
 
-def test_call_judge_and_judge_failsafe_as_theirs(tmp_path: Path) -> None:
+def test_call_judge_and_judge_failsafe_as_theirs() -> None:
     """`call_judge` against a real model-server stub; a failed call is a masked row, not a score."""
     import asyncio
 

@@ -74,7 +74,8 @@ def test_servers_reach_each_other_without_discovery(stack: dict[str, Any]) -> No
     assert verdict["response"]["output_text"] == "canned answer"
 
 
-def test_children_are_one_process_group_apart_from_ng_run(running: NgRun, stack: dict[str, Any]) -> None:
+@pytest.mark.usefixtures("stack")
+def test_children_are_one_process_group_apart_from_ng_run(running: NgRun) -> None:
     run = running
 
     groups = {os.getpgid(pid) for pid in run.pids().values()}

@@ -88,12 +88,12 @@ def _hard_link(run_dir: Path) -> str:
 @pytest.mark.parametrize(
     ("make_output", "named"),
     [
-        (lambda d: "out.jsonl", "out.jsonl"),
+        (lambda _d: "out.jsonl", "out.jsonl"),
         (_link, "out.jsonl"),
         (_hard_link, "out.jsonl"),
         (lambda d: str(d / "sub" / ".." / "out.jsonl"), "out.jsonl"),
-        (lambda d: "out_failures.jsonl", "out_failures.jsonl"),
-        (lambda d: "out_metrics.json", "out_metrics.json"),
+        (lambda _d: "out_failures.jsonl", "out_failures.jsonl"),
+        (lambda _d: "out_metrics.json", "out_metrics.json"),
     ],
     ids=["same", "symlink", "hard_link", "dots", "failures", "metrics"],
 )
@@ -272,7 +272,7 @@ def _under_a_file(tmp_path: Path) -> str:
     [
         (_directory, "it is a directory"),
         (_under_a_file, "is a file, not a directory"),
-        (lambda tmp: "/proc/ng-cli-e2e.jsonl", "cannot create files in /proc"),
+        (lambda _tmp: "/proc/ng-cli-e2e.jsonl", "cannot create files in /proc"),
         (lambda tmp: str(device(tmp / "null", 3)), "not a regular file"),
         (lambda tmp: str(device(tmp / "full", 7)), "not a regular file"),
     ],

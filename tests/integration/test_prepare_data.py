@@ -40,7 +40,7 @@ def repo(tmp_path: Path) -> tuple[Path, dict[str, str]]:
     return root, env
 
 
-def config_args(root: Path) -> list[str]:
+def config_args() -> list[str]:
     return [
         f"+config_paths=[resources_servers/{NAME}/configs/{NAME}.yaml,responses_api_models/vllm_model/configs/vllm_model.yaml]",
         *MODEL,
@@ -59,7 +59,7 @@ def test_train_preparation_collates_both_splits_with_metrics(repo: tuple[Path, d
     write_split(root, "validation", [good_row(i, 2 * i) for i in range(3)])
     result = ng(
         "ng_prepare_data",
-        *config_args(root),
+        *config_args(),
         "+output_dirpath=out",
         "+mode=train_preparation",
         cwd=root,
@@ -95,7 +95,7 @@ def test_every_bad_row_is_listed_and_nothing_is_written(repo: tuple[Path, dict[s
     (root / "out").mkdir()
     result = ng(
         "ng_prepare_data",
-        *config_args(root),
+        *config_args(),
         "+output_dirpath=out",
         "+mode=train_preparation",
         cwd=root,
@@ -117,12 +117,10 @@ def test_every_bad_row_is_listed_and_nothing_is_written(repo: tuple[Path, dict[s
 
 def test_a_bad_mode_and_a_missing_output_dir_are_config_errors(repo: tuple[Path, dict[str, str]]) -> None:
     root, env = repo
-    bad_mode = ng(
-        "ng_prepare_data", *config_args(root), "+output_dirpath=out", "+mode=train", cwd=root, env=env
-    )
+    bad_mode = ng("ng_prepare_data", *config_args(), "+output_dirpath=out", "+mode=train", cwd=root, env=env)
     assert bad_mode.returncode == 2
     assert "mode: Input should be 'train_preparation' or 'example_validation', got 'train'" in bad_mode.stderr
-    no_dir = ng("ng_prepare_data", *config_args(root), "+mode=example_validation", cwd=root, env=env)
+    no_dir = ng("ng_prepare_data", *config_args(), "+mode=example_validation", cwd=root, env=env)
     assert no_dir.returncode == 2
     assert "output_dirpath: where do the collated splits go?" in no_dir.stderr
 
@@ -142,7 +140,7 @@ def test_memory_does_not_grow_with_the_dataset(repo: tuple[Path, dict[str, str]]
     root, env = repo
     command = [
         str(BIN / "ng_prepare_data"),
-        *config_args(root),
+        *config_args(),
         "+output_dirpath=out",
         "+mode=train_preparation",
     ]

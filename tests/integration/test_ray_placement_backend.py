@@ -37,8 +37,8 @@ from pathlib import Path
 from ng_cli.engines.config import LocalVllmModelConfig
 from ng_cli.engines.placement import plan_placement
 from ng_cli.engines.plan import plan_engines
-from ng_cli.launcher.ray_backend import RayBackend
-from ng_cli.launcher.ray_config import RayConfig
+from ng_cli.launcher.ray.backend import RayBackend
+from ng_cli.launcher.ray.config import RayConfig
 
 model, engine_python = sys.argv[1], sys.argv[2]
 config = LocalVllmModelConfig.model_validate({
@@ -121,8 +121,8 @@ from ng_cli.engines.config import LocalVllmModelConfig
 from ng_cli.engines.placement import plan_placement
 from ng_cli.engines.plan import plan_engines
 from ng_cli.errors import LaunchError
-from ng_cli.launcher.ray_backend import RayBackend
-from ng_cli.launcher.ray_config import RayConfig
+from ng_cli.launcher.ray.backend import RayBackend
+from ng_cli.launcher.ray.config import RayConfig
 
 config = LocalVllmModelConfig.model_validate({
     "model": sys.argv[1], "return_token_id_information": False, "uses_reasoning_parser": False,

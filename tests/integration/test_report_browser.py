@@ -96,7 +96,7 @@ def stack() -> Iterator[RolloutStack]:
 
 
 @pytest.fixture
-def artifacts(tmp_path: Path) -> Path:
+def artifacts() -> Path:
     directory = Path(os.environ.get("NG_TEST_ARTIFACTS_DIR") or REPO / "test-artifacts")
     directory.mkdir(parents=True, exist_ok=True)
     return directory

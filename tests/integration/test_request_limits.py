@@ -106,6 +106,7 @@ def test_a_value_no_upstream_accepts_is_a_400_that_never_reaches_the_upstream(
     assert chat_calls(upstream) == before
 
 
+@pytest.mark.usefixtures("upstream")
 @pytest.mark.parametrize(
     ("path", "fields"),
     [
@@ -114,9 +115,7 @@ def test_a_value_no_upstream_accepts_is_a_400_that_never_reaches_the_upstream(
         ("/v1/chat/completions", {"n": 1, "temperature": 1.5, "top_p": 0.9}),
     ],
 )
-def test_values_in_range_still_go_through(
-    model: ChildServer, upstream: StubProcess, path: str, fields: dict[str, Any]
-) -> None:
+def test_values_in_range_still_go_through(model: ChildServer, path: str, fields: dict[str, Any]) -> None:
     body: dict[str, Any] = (
         {"input": "hi"} if path == "/v1/responses" else {"messages": [{"role": "user", "content": "hi"}]}
     )
@@ -191,9 +190,8 @@ def test_urllib_which_writes_the_whole_body_before_reading_gets_the_413(
     assert chat_calls(upstream) == before
 
 
-async def test_httpx_which_writes_the_whole_body_before_reading_gets_the_413(
-    model: ChildServer, upstream: StubProcess
-) -> None:
+@pytest.mark.usefixtures("upstream")
+async def test_httpx_which_writes_the_whole_body_before_reading_gets_the_413(model: ChildServer) -> None:
     """The `openai` SDK's HTTP client, the same way (before: `RemoteProtocolError`/reset)."""
     async with httpx2.AsyncClient(timeout=60) as client:
         answer = await client.post(

@@ -35,7 +35,8 @@ def proc_text(pid: int, name: str) -> str:
     return (Path("/proc") / str(pid) / name).read_bytes().replace(b"\0", b" ").decode(errors="replace")
 
 
-def test_no_secret_in_any_process_argv_or_environment(running: NgRun, stack: dict[str, Any]) -> None:
+@pytest.mark.usefixtures("stack")
+def test_no_secret_in_any_process_argv_or_environment(running: NgRun) -> None:
     run = running
 
     pids = [run.process.pid, *marked_pids(run.marker)]
@@ -89,7 +90,7 @@ def sleeping_stack(monkeypatch: pytest.MonkeyPatch) -> Iterator[Stack]:
             dataclasses.replace(server, command=(*idle, str(server.spec_path))) for server in plan.servers
         ),
     )
-    stack = Stack.start(plan, sink=lambda name, line: None)
+    stack = Stack.start(plan, sink=lambda _name, _line: None)
     try:
         yield stack
     finally:

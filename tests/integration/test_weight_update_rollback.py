@@ -52,7 +52,7 @@ class StandIn:
     def app(self) -> Starlette:
         return Starlette(
             routes=[
-                Route("/health", lambda r: Response(b"")),
+                Route("/health", lambda _r: Response(b"")),
                 Route("/v1/models", self.models),
                 Route("/pause", self.pause, methods=["POST"]),
                 Route("/resume", self.resume, methods=["POST"]),
@@ -69,7 +69,7 @@ class StandIn:
         return hashlib.sha256((self.holds + ("odd" if self.odd_fingerprint else "")).encode()).hexdigest()
 
     def logged(self, what: str) -> Any:
-        async def route(request: Request) -> Response:
+        async def route(_request: Request) -> Response:
             self.log.append(what)
             if what == "update_weights":
                 self.holds = "pushed"
@@ -77,7 +77,7 @@ class StandIn:
 
         return route
 
-    async def models(self, request: Request) -> Response:
+    async def models(self, _request: Request) -> Response:
         return JSONResponse({"data": [{"id": "models/tiny-weather", "object": "model"}]})
 
     async def pause(self, request: Request) -> Response:
@@ -87,12 +87,12 @@ class StandIn:
         self.paused = True
         return JSONResponse({"status": "paused"})
 
-    async def resume(self, request: Request) -> Response:
+    async def resume(self, _request: Request) -> Response:
         self.log.append("resume")
         self.paused = False
         return JSONResponse({"status": "resumed"})
 
-    async def reset(self, request: Request) -> Response:
+    async def reset(self, _request: Request) -> Response:
         self.log.append("reset")
         return JSONResponse({"success": True})
 

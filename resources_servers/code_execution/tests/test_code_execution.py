@@ -124,7 +124,7 @@ async def test_a_sandbox_that_cannot_isolate_fails_the_request_instead_of_scorin
 ) -> None:
     server = make_server()
 
-    async def refuse(code: str, *, stdin: str = "") -> Any:
+    async def refuse(*_args: Any, **_kwargs: Any) -> Any:
         raise SandboxUnavailableError("isolation failed")
 
     monkeypatch.setattr(server.sandbox, "run", refuse)

@@ -134,7 +134,7 @@ Spread out, so that verifications arrive while other rollouts' programs run."""
 _latency = random.Random(24)
 
 
-async def attacker_policy(request: dict[str, Any]) -> list[dict[str, Any]]:
+async def attacker_policy(_request: dict[str, Any]) -> list[dict[str, Any]]:
     """Every answer is the attacker program, so every reward it earns honestly is 0."""
     await asyncio.sleep(_latency.uniform(*MODEL_LATENCY_S))
     return [assistant_message(f"My solution:\n```python\n{ATTACKER}```")]

@@ -48,7 +48,7 @@ def correct_policy(request: dict[str, Any]) -> list[dict[str, Any]]:
     ]
 
 
-def guessing_policy(request: dict[str, Any]) -> list[dict[str, Any]]:
+def guessing_policy(_request: dict[str, Any]) -> list[dict[str, Any]]:
     return [assistant_message("It is probably mild, around 21 degrees.")]
 
 

@@ -39,7 +39,7 @@ class JudgeScript:
     """What the stub judge answers; each test sets `policy`."""
 
     def __init__(self) -> None:
-        self.policy: Policy = lambda request: [assistant_message("[[A=B]]")]
+        self.policy: Policy = lambda _request: [assistant_message("[[A=B]]")]
 
     def __call__(self, request: dict[str, Any]) -> Any:
         return self.policy(request)
@@ -56,7 +56,7 @@ def judge_stack() -> Iterator[tuple[JudgeScript, ScriptedModel, str]]:
 @pytest.fixture
 def judge(judge_stack: tuple[JudgeScript, ScriptedModel, str]) -> tuple[JudgeScript, ScriptedModel, str]:
     script, model, url = judge_stack
-    script.policy = lambda request: [assistant_message("[[A=B]]")]
+    script.policy = lambda _request: [assistant_message("[[A=B]]")]
     model.requests.clear()
     return script, model, url
 
@@ -138,7 +138,7 @@ async def test_a_numeric_expected_answer_is_accepted(make_server: Any) -> None:
 
 async def test_the_judge_settles_what_math_verify_rejects(make_server: Any, judge: Any) -> None:
     script, model, url = judge
-    script.policy = lambda request: [assistant_message("Three quarters is 3/4.\n[[A=B]]")]
+    script.policy = lambda _request: [assistant_message("Three quarters is 3/4.\n[[A=B]]")]
     verdict = await verify(make_server(url), "The sum is \\boxed{\\text{three quarters}}")
     assert verdict["reward"] == 1.0
     assert (verdict["library_reward"], verdict["judge_used"], verdict["judge_verdict"]) == (
@@ -155,7 +155,7 @@ async def test_the_judge_settles_what_math_verify_rejects(make_server: Any, judg
 
 async def test_a_judge_that_says_different_gives_nothing(make_server: Any, judge: Any) -> None:
     script, _, url = judge
-    script.policy = lambda request: [assistant_message("[[A!=B]]")]
+    script.policy = lambda _request: [assistant_message("[[A!=B]]")]
     verdict = await verify(make_server(url), "\\boxed{0.7}")
     assert (verdict["reward"], verdict["judge_verdict"]) == (0.0, "not_equal")
     assert "judge_error" not in verdict
@@ -174,7 +174,7 @@ async def test_a_judge_without_a_verdict_gives_nothing(
     make_server: Any, judge: Any, judge_text: str, error_pattern: str
 ) -> None:
     script, _, url = judge
-    script.policy = lambda request: [assistant_message(judge_text)]
+    script.policy = lambda _request: [assistant_message(judge_text)]
     verdict = await verify(make_server(url), "\\boxed{0.7}")
     assert (verdict["reward"], verdict["judge_used"]) == (0.0, True)
     assert pytest.approx(0.0) == verdict["library_reward"]
@@ -185,7 +185,7 @@ async def test_a_judge_without_a_verdict_gives_nothing(
 async def test_a_failing_judge_gives_nothing_after_its_retries(make_server: Any, judge: Any) -> None:
     script, model, url = judge
 
-    def broken(request: dict[str, Any]) -> Any:
+    def broken(_request: dict[str, Any]) -> Any:
         raise NgError("judge exploded")
 
     script.policy = broken
@@ -199,7 +199,7 @@ async def test_a_failing_judge_gives_nothing_after_its_retries(make_server: Any,
 async def test_a_slow_judge_times_out_into_nothing(make_server: Any, judge: Any) -> None:
     script, _, url = judge
 
-    def slow(request: dict[str, Any]) -> Any:
+    def slow(_request: dict[str, Any]) -> Any:
         time.sleep(1.5)
         return [assistant_message("[[A=B]]")]
 
@@ -268,7 +268,7 @@ async def test_lenient_rule_reads_an_answer_without_a_box(make_server: Any) -> N
 
 async def test_a_hostile_answer_costs_its_reward_not_the_server(make_server: Any, judge: Any) -> None:
     script, _, url = judge
-    script.policy = lambda request: [assistant_message("[[A!=B]]")]
+    script.policy = lambda _request: [assistant_message("[[A!=B]]")]
     server = make_server(url, verify_timeout_s=1.0)
     started = time.monotonic()
     verdict = await verify(server, "\\boxed{9^{9^{9^{9}}}}", expected="1")

@@ -70,7 +70,7 @@ async def test_equivalent_answers_earn_full_reward_on_every_example_row(client: 
 
 
 async def test_wrong_answers_earn_nothing_and_a_bad_row_is_a_400(client: HttpClient) -> None:
-    def wrong_policy(request: dict[str, Any]) -> list[dict[str, Any]]:
+    def wrong_policy(_request: dict[str, Any]) -> list[dict[str, Any]]:
         return [assistant_message("I think it is \\boxed{13}.")]
 
     with serve_rollout_stack(Environment, Agent, wrong_policy, resources_config=ENV_CONFIG) as stack:
@@ -130,12 +130,14 @@ def judged_stack(policy: Policy, judge_policy: Policy) -> Iterator[JudgedStack]:
                 yield JudgedStack(agent_url, judge)
 
 
-def words_policy(request: dict[str, Any]) -> list[dict[str, Any]]:
+def words_policy(_request: dict[str, Any]) -> list[dict[str, Any]]:
     return [assistant_message("The sum is \\boxed{\\text{seven eighths}}.")]
 
 
 async def test_the_judge_rewards_what_math_verify_cannot_read(client: HttpClient) -> None:
-    with judged_stack(words_policy, lambda request: [assistant_message("7/8 either way.\n[[A=B]]")]) as stack:
+    with judged_stack(
+        words_policy, lambda _request: [assistant_message("7/8 either way.\n[[A=B]]")]
+    ) as stack:
         result = await client.post_json(f"{stack.agent_url}/run", ROWS[0])
         judge_requests = list(stack.judge.requests)
     assert (result["reward"], result["library_reward"], result["judge_verdict"]) == (1.0, 0.0, "equal")
@@ -144,7 +146,7 @@ async def test_the_judge_rewards_what_math_verify_cannot_read(client: HttpClient
 
 
 async def test_a_broken_judge_never_turns_into_a_reward(client: HttpClient) -> None:
-    def broken_judge(request: dict[str, Any]) -> Any:
+    def broken_judge(_request: dict[str, Any]) -> Any:
         raise NgError("judge is down")
 
     with judged_stack(words_policy, broken_judge) as stack:

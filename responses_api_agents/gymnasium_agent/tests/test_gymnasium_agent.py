@@ -64,7 +64,7 @@ class ScriptedUserEnv(ResourcesServer[ResourcesServerConfig]):
         self.closed: list[str] = []
         self._lock = threading.Lock()
 
-    async def verify(self, session_id: str, request: VerifyRequest) -> float:
+    async def verify(self, session_id: str, request: VerifyRequest) -> float:  # noqa: ARG002 (the base class\'s signature)
         raise BadRequestError("a Gymnasium environment scores in /step; use gymnasium_agent")
 
     def setup_routes(self, app: FastAPI) -> None:
@@ -221,7 +221,7 @@ def test_max_steps_truncates_and_an_environment_that_closes_is_closed_once() -> 
         "supports": ["supports_explicit_close", "supports_step_idempotency"],
     }
     with serve_rollout_stack(
-        ScriptedUserEnv, Agent, lambda body: [assistant_message("ok")], agent_config={"max_steps": 2}
+        ScriptedUserEnv, Agent, lambda _body: [assistant_message("ok")], agent_config={"max_steps": 2}
     ) as stack:
         result = _post(f"{stack.agent_url}/run", row)
     assert (result["reward"], result["terminated"], result["truncated"]) == (0.5, False, True)
@@ -238,7 +238,7 @@ def test_a_bad_step_answer_fails_the_rollout_names_the_route_and_still_closes() 
         "bad_step": True,
         "supports": ["supports_explicit_close"],
     }
-    with serve_rollout_stack(ScriptedUserEnv, Agent, lambda body: [assistant_message("ok")]) as stack:
+    with serve_rollout_stack(ScriptedUserEnv, Agent, lambda _body: [assistant_message("ok")]) as stack:
         with pytest.raises(urllib.error.HTTPError) as caught:
             _post(f"{stack.agent_url}/run", row)
         body = json.loads(caught.value.read())
@@ -250,7 +250,7 @@ def test_a_bad_step_answer_fails_the_rollout_names_the_route_and_still_closes() 
 
 
 def test_v1_responses_is_one_model_call() -> None:
-    with serve_rollout_stack(ScriptedUserEnv, Agent, lambda body: [assistant_message("hi")]) as stack:
+    with serve_rollout_stack(ScriptedUserEnv, Agent, lambda _body: [assistant_message("hi")]) as stack:
         response = _post(f"{stack.agent_url}/v1/responses", {"input": "hello"})
     assert response == stack.model.responses[0]
     assert stack.model.requests == [{"input": "hello"}]

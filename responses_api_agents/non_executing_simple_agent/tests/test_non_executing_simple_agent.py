@@ -56,7 +56,7 @@ def _right_call(row: dict[str, Any]) -> list[dict[str, Any]]:
 @pytest.mark.parametrize("row", V4_ROWS, ids=[row["source_record_id"] for row in V4_ROWS])
 def test_a_right_answer_call_earns_1_after_one_model_call(row: dict[str, Any]) -> None:
     output = _right_call(row)
-    with serve_rollout_stack(Environment, Agent, lambda body: output) as stack:
+    with serve_rollout_stack(Environment, Agent, lambda _body: output) as stack:
         verdict = _post(f"{stack.agent_url}/run", row)
     assert (verdict["reward"], verdict["error_type"]) == (1.0, None), verdict["error_message"]
     assert stack.model.requests == [row["responses_create_params"]]  # one call, the row's request
@@ -66,7 +66,7 @@ def test_a_right_answer_call_earns_1_after_one_model_call(row: dict[str, Any]) -
 def test_a_wrong_call_is_not_run_and_is_scored_by_the_environment() -> None:
     row = V4_ROWS[0]
     call = function_call("response_tool_1", {"extraction": {}})
-    with serve_rollout_stack(Environment, Agent, lambda body: [call]) as stack:
+    with serve_rollout_stack(Environment, Agent, lambda _body: [call]) as stack:
         verdict = _post(f"{stack.agent_url}/run", row)
     assert (verdict["reward"], verdict["error_type"]) == (0.0, "wrong_tool_name")
     assert len(stack.model.requests) == 1
@@ -76,7 +76,7 @@ def test_a_wrong_call_is_not_run_and_is_scored_by_the_environment() -> None:
 def test_v1_responses_is_the_models_response() -> None:
     row = V4_ROWS[2]
     output = _right_call(row)
-    with serve_rollout_stack(Environment, Agent, lambda body: output) as stack:
+    with serve_rollout_stack(Environment, Agent, lambda _body: output) as stack:
         response = _post(f"{stack.agent_url}/v1/responses", row["responses_create_params"])
     assert response == stack.model.responses[0]
 

@@ -45,7 +45,7 @@ class Probe(ResourcesServer):
         super().__init__(*args, **kwargs)
         self.calls: dict[str, int] = {}
 
-    async def seed_session(self, session_id: str, row: Mapping[str, Any]) -> None:
+    async def seed_session(self, session_id: str, _row: Mapping[str, Any]) -> None:
         self.calls[session_id] = 0
 
     @tool
@@ -54,11 +54,11 @@ class Probe(ResourcesServer):
         return {"echo": args.text}
 
     @tool
-    async def refuse(self, session_id: str, args: NoArgs) -> dict[str, Any]:
+    async def refuse(self, _session_id: str, _args: NoArgs) -> dict[str, Any]:
         raise ToolError("refused on purpose")
 
     @tool
-    async def crash(self, session_id: str, args: NoArgs) -> dict[str, Any]:
+    async def crash(self, _session_id: str, _args: NoArgs) -> dict[str, Any]:
         raise RuntimeError("tool bug")
 
     async def verify(self, session_id: str, request: VerifyRequest) -> Mapping[str, Any]:
@@ -156,7 +156,7 @@ async def test_every_kind_of_tool_failure_reaches_the_model_as_a_tool_output(cli
 
 
 async def test_max_steps_stops_a_model_that_never_stops_calling_tools(client: HttpClient) -> None:
-    def policy(request: dict[str, Any]) -> list[dict[str, Any]]:
+    def policy(_request: dict[str, Any]) -> list[dict[str, Any]]:
         return [function_call("echo", {"text": "again"})]
 
     with serve_rollout_stack(Probe, Agent, policy, agent_config={"max_steps": 3}) as stack:
@@ -198,7 +198,7 @@ async def test_token_id_fields_come_back_unchanged_in_the_next_request(client: H
 
 
 async def test_an_incomplete_response_ends_the_loop_as_is(client: HttpClient) -> None:
-    def policy(request: dict[str, Any]) -> dict[str, Any]:
+    def policy(_request: dict[str, Any]) -> dict[str, Any]:
         return {
             "status": "incomplete",
             "incomplete_details": {"reason": "max_output_tokens"},
@@ -216,7 +216,7 @@ async def test_an_incomplete_response_ends_the_loop_as_is(client: HttpClient) ->
 
 
 async def test_model_5xx_is_retried_then_raised_as_an_upstream_error(client: HttpClient) -> None:
-    def policy(request: dict[str, Any]) -> list[dict[str, Any]]:
+    def policy(_request: dict[str, Any]) -> list[dict[str, Any]]:
         raise NgError("engine died")  # answered 500 (an unexpected exception would also close the connection)
 
     hop = {"model_call": {"max_attempts": 2, "backoff_s": 0.0}}
@@ -232,7 +232,7 @@ async def test_model_5xx_is_retried_then_raised_as_an_upstream_error(client: Htt
 
 
 async def test_model_4xx_is_not_retried_and_keeps_its_status(client: HttpClient) -> None:
-    def policy(request: dict[str, Any]) -> list[dict[str, Any]]:
+    def policy(_request: dict[str, Any]) -> list[dict[str, Any]]:
         raise BadRequestError("temperature must be <= 2")
 
     with serve_rollout_stack(Probe, Agent, policy) as stack:
@@ -244,7 +244,7 @@ async def test_model_4xx_is_not_retried_and_keeps_its_status(client: HttpClient)
 
 
 async def test_a_model_that_does_not_answer_in_time_is_a_504(client: HttpClient) -> None:
-    def policy(request: dict[str, Any]) -> list[dict[str, Any]]:
+    def policy(_request: dict[str, Any]) -> list[dict[str, Any]]:
         time.sleep(0.6)
         return [assistant_message("late")]
 
@@ -259,7 +259,7 @@ async def test_a_model_that_does_not_answer_in_time_is_a_504(client: HttpClient)
 
 async def test_a_model_answer_without_output_is_a_502(client: HttpClient) -> None:
     with (
-        serve_rollout_stack(Probe, Agent, lambda request: {"output": "nope"}) as stack,
+        serve_rollout_stack(Probe, Agent, lambda _request: {"output": "nope"}) as stack,
         pytest.raises(UpstreamHTTPError) as caught,
     ):
         await client.post_json(f"{stack.agent_url}/run", ROW)

@@ -61,10 +61,10 @@ class ExpertStepEnv(ResourcesServer[ResourcesServerConfig]):
         self.seeded: list[dict[str, Any]] = []
         self.verified: list[dict[str, Any]] = []
 
-    async def seed_session(self, session_id: str, row: Any) -> None:
+    async def seed_session(self, session_id: str, row: Any) -> None:  # noqa: ARG002 (the base class\'s signature)
         self.seeded.append(dict(row))
 
-    async def verify(self, session_id: str, request: VerifyRequest) -> dict[str, Any]:
+    async def verify(self, session_id: str, request: VerifyRequest) -> dict[str, Any]:  # noqa: ARG002 (the base class\'s signature)
         self.verified.append(request.model_dump())
         expected = request.extra("expected_action")
         output = request.response["output"]
@@ -108,7 +108,7 @@ WRONG = function_call(
 def test_one_model_call_is_verified_as_it_came(
     output: list[dict[str, Any]], reward: float, category: str
 ) -> None:
-    with serve_rollout_stack(ExpertStepEnv, Agent, lambda body: output) as stack:
+    with serve_rollout_stack(ExpertStepEnv, Agent, lambda _body: output) as stack:
         result = _post(f"{stack.agent_url}/run", ROW)
     assert (result["reward"], result["category"]) == (reward, category)
     assert stack.model.requests == [ROW["responses_create_params"]]  # one call: the row's request
@@ -121,7 +121,7 @@ def test_one_model_call_is_verified_as_it_came(
 
 def test_skip_verification_gives_the_configured_reward_without_asking_the_environment() -> None:
     config = {"skip_verification": True, "skip_verification_reward": 0.5}
-    with serve_rollout_stack(ExpertStepEnv, Agent, lambda body: [WRONG], agent_config=config) as stack:
+    with serve_rollout_stack(ExpertStepEnv, Agent, lambda _body: [WRONG], agent_config=config) as stack:
         result = _post(f"{stack.agent_url}/run", ROW)
     assert (result["reward"], result["verification_skipped"]) == (0.5, True)
     assert result["response"] == stack.model.responses[0]
@@ -130,7 +130,7 @@ def test_skip_verification_gives_the_configured_reward_without_asking_the_enviro
 
 
 def test_v1_responses_is_the_models_response() -> None:
-    with serve_rollout_stack(ExpertStepEnv, Agent, lambda body: [RIGHT]) as stack:
+    with serve_rollout_stack(ExpertStepEnv, Agent, lambda _body: [RIGHT]) as stack:
         response = _post(f"{stack.agent_url}/v1/responses", ROW["responses_create_params"])
     assert response == stack.model.responses[0]
 

@@ -45,15 +45,17 @@ def test_prints_the_tree_with_no_secret_value(repo: Path) -> None:
     assert tree["config_paths"] == ["conf/model.yaml", "conf/echo.yaml", "conf/agent.yaml"]
 
 
-def test_config_option_joins_typed_config_paths(repo: Path) -> None:
+@pytest.mark.usefixtures("repo")
+def test_config_option_joins_typed_config_paths() -> None:
     result = CliRunner().invoke(app, ["+config_paths=[conf/echo.yaml]", "-c", "conf/overlay.yaml"])
     assert result.exit_code == 0, result.output
     tree = yaml.safe_load(result.stdout)
     assert tree["echo"]["resources_servers"]["echo_env"]["greeting"] == "hello from overlay.yaml"
 
 
+@pytest.mark.usefixtures("repo")
 @pytest.mark.parametrize("flag", ["--sources", "+show_sources=true"])
-def test_sources_annotate_instances(repo: Path, flag: str) -> None:
+def test_sources_annotate_instances(flag: str) -> None:
     result = CliRunner().invoke(app, ["-c", "conf/agent.yaml", flag])
     assert result.exit_code == 0, result.output
     lines = result.stdout.splitlines()
@@ -61,7 +63,8 @@ def test_sources_annotate_instances(repo: Path, flag: str) -> None:
     assert lines[lines.index("policy_model:") - 1] == "# from: conf/model.yaml:2"
 
 
-def test_config_error_exits_2_without_traceback(repo: Path) -> None:
+@pytest.mark.usefixtures("repo")
+def test_config_error_exits_2_without_traceback() -> None:
     result = CliRunner().invoke(
         app, ["-c", "conf/agent.yaml", "echo_agent.responses_api_agents.simple_agent.entrypont=x"]
     )
@@ -73,8 +76,9 @@ def test_config_error_exits_2_without_traceback(repo: Path) -> None:
     assert result.exception is None or isinstance(result.exception, SystemExit)
 
 
+@pytest.mark.usefixtures("repo")
 @pytest.mark.parametrize("flag", ["+verbose=true", "--verbose"])
-def test_verbose_keeps_the_traceback(repo: Path, flag: str) -> None:
+def test_verbose_keeps_the_traceback(flag: str) -> None:
     result = CliRunner().invoke(app, ["-c", "conf/nope.yaml", flag])
     assert isinstance(result.exception, ConfigError)
     assert result.exc_info is not None
@@ -82,15 +86,17 @@ def test_verbose_keeps_the_traceback(repo: Path, flag: str) -> None:
     assert result.exit_code == 1
 
 
-def test_help_lists_options_and_config_keys(repo: Path) -> None:
+@pytest.mark.usefixtures("repo")
+def test_help_lists_options_and_config_keys() -> None:
     result = CliRunner().invoke(app, ["--help"])
     assert result.exit_code == 0
     for text in ("--config", "-c", "--sources", "--verbose", "config_paths", "show_sources", "dotenv_path"):
         assert text in result.stdout
 
 
+@pytest.mark.usefixtures("repo")
 def test_main_is_the_console_script(
-    repo: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.setattr(sys, "argv", ["ng_dump_config", "-c", "conf/model.yaml"])
     with pytest.raises(SystemExit) as caught:

@@ -31,7 +31,7 @@ from tests.fixtures.stack.harness import STACK_ROOT
 COMMANDS = sorted(command_modules())
 
 
-@pytest.fixture
+@pytest.fixture(autouse=True)
 def workdir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     (tmp_path / "env.yaml").write_text("{}\n")
     monkeypatch.setenv("NG_ENV_YAML", str(tmp_path / "env.yaml"))
@@ -62,7 +62,7 @@ def test_every_nemo_gym_alias_points_at_the_ng_command_of_the_same_name() -> Non
 
 
 @pytest.mark.parametrize("command", COMMANDS)
-def test_an_unknown_key_exits_2_naming_the_command(workdir: Path, command: str) -> None:
+def test_an_unknown_key_exits_2_naming_the_command(command: str) -> None:
     code, output = invoke(command, "+foo_bar_baz=1")
     assert code == 2, output
     assert f"<command line>  foo_bar_baz: unknown option of {command}" in output
@@ -70,7 +70,7 @@ def test_an_unknown_key_exits_2_naming_the_command(workdir: Path, command: str) 
 
 
 @pytest.mark.parametrize("command", COMMANDS)
-def test_a_near_typo_names_the_nearest_option(workdir: Path, command: str) -> None:
+def test_a_near_typo_names_the_nearest_option(command: str) -> None:
     names = [n for n in option_names(command_options_models()[command]) if len(n) > 3] or ["verbose"]
     meant = names[0]
     code, output = invoke(command, f"+{meant[:-1]}=1")
@@ -98,9 +98,7 @@ def test_a_near_typo_names_the_nearest_option(workdir: Path, command: str) -> No
         ("ng_report", "hf_token"),
     ],
 )
-def test_a_nemo_gym_option_we_do_not_run_is_refused_with_the_reason(
-    workdir: Path, command: str, key: str
-) -> None:
+def test_a_nemo_gym_option_we_do_not_run_is_refused_with_the_reason(command: str, key: str) -> None:
     code, output = invoke(command, f"+{key}=1")
     assert code == 2, output
     assert f"{key}: not offered by {command}: NeMo Gym's +{key} " in output
@@ -159,7 +157,7 @@ def test_ng_run_dry_run_yes_1_and_true_all_print_the_plan(
     assert "ready in" not in output
 
 
-def test_a_bad_boolean_is_refused_naming_the_key(workdir: Path) -> None:
+def test_a_bad_boolean_is_refused_naming_the_key() -> None:
     code, output = invoke("ng_version", "+json=maybe")
     assert code == 2
     assert "json" in output
@@ -167,7 +165,7 @@ def test_a_bad_boolean_is_refused_naming_the_key(workdir: Path) -> None:
 
 
 @pytest.mark.parametrize("verbose", ["+verbose=yes", "+verbose=1", "+verbose=TRUE"])
-def test_verbose_reads_true_the_same_way(workdir: Path, verbose: str) -> None:
+def test_verbose_reads_true_the_same_way(verbose: str) -> None:
     from ng_cli.commands._app import wants_verbose
 
     assert wants_verbose([verbose])
@@ -215,7 +213,7 @@ def test_ng_prepare_data_needs_no_model_credentials(workdir: Path) -> None:
     assert "'policy_api_key' is not set" in output
 
 
-def test_ng_quickstart_flags_and_keys_are_one_model(workdir: Path) -> None:
+def test_ng_quickstart_flags_and_keys_are_one_model() -> None:
     code, output = invoke("ng_quickstart", "--num-repeats", "0")
     assert code == 2
     assert "num_repeats: Input should be greater than or equal to 1" in output

@@ -18,7 +18,7 @@ from ng_cli.config.compose import ComposedConfig, compose_config
 from ng_cli.config.schema import validate_block
 from ng_cli.errors import ConfigError
 from ng_cli.launcher.plan import read_seconds
-from ng_cli.launcher.ray_config import read_ray_config
+from ng_cli.launcher.ray.config import read_ray_config
 from ng_cli.report.config import report_config_from
 from ng_cli.rollouts.config import collect_config_from
 from ng_cli.rollouts.profile_options import RewardProfileOptions

@@ -44,7 +44,8 @@ def test_env_yaml_overrides_files(repo: Path, cwd: Path) -> None:
     assert config.sources["policy_model_name"].startswith("env.test.yaml:")
 
 
-def test_command_line_overrides_env_yaml_and_files(repo: Path, cwd: Path) -> None:
+@pytest.mark.usefixtures("repo")
+def test_command_line_overrides_env_yaml_and_files(cwd: Path) -> None:
     config = compose_config(
         [
             "+config_paths=[conf/echo.yaml,conf/overlay.yaml]",
@@ -60,7 +61,8 @@ def test_command_line_overrides_env_yaml_and_files(repo: Path, cwd: Path) -> Non
     assert config.sources.origins("policy_model_name")[0].startswith("conf/overlay.yaml:")
 
 
-def test_command_line_wins_whatever_its_position(repo: Path, cwd: Path) -> None:
+@pytest.mark.usefixtures("repo")
+def test_command_line_wins_whatever_its_position(cwd: Path) -> None:
     config = compose_config(["+policy_model_name=first", "+config_paths=[conf/model.yaml]"], cwd=cwd)
     assert config.get("policy_model_name") == "first"
 
@@ -68,13 +70,15 @@ def test_command_line_wins_whatever_its_position(repo: Path, cwd: Path) -> None:
 # -- includes ----------------------------------------------------------------------------------
 
 
-def test_includes_merge_depth_first_before_the_including_file(repo: Path, cwd: Path) -> None:
+@pytest.mark.usefixtures("repo")
+def test_includes_merge_depth_first_before_the_including_file(cwd: Path) -> None:
     config = compose_config(["+config_paths=[conf/agent.yaml]"], cwd=cwd)
     assert config.get("config_paths") == ["conf/model.yaml", "conf/echo.yaml", "conf/agent.yaml"]
     assert list(config.instances) == ["policy_model", "echo", "echo_agent"]
 
 
-def test_a_file_listed_twice_is_read_once(repo: Path, cwd: Path) -> None:
+@pytest.mark.usefixtures("repo")
+def test_a_file_listed_twice_is_read_once(cwd: Path) -> None:
     config = compose_config(["+config_paths=[conf/model.yaml,conf/agent.yaml,./conf/model.yaml]"], cwd=cwd)
     assert config.get("config_paths").count("conf/model.yaml") == 1
 
@@ -87,7 +91,8 @@ def test_a_later_duplicate_does_not_reapply_over_files_in_between(
     assert config.get(ECHO_GREETING) == "hello from overlay.yaml"
 
 
-def test_include_cycles_terminate(repo: Path, cwd: Path) -> None:
+@pytest.mark.usefixtures("repo")
+def test_include_cycles_terminate(cwd: Path) -> None:
     config = compose_config(["+config_paths=[conf/cycle_a.yaml]"], cwd=cwd)
     assert (config.get("from_a"), config.get("from_b")) == ("a", "b")
     assert config.get("config_paths") == ["conf/cycle_b.yaml", "conf/cycle_a.yaml"]
@@ -103,12 +108,14 @@ def test_config_paths_come_from_env_yaml_when_the_command_line_has_none(
     assert compose_config(["+config_paths=[conf/cycle_a.yaml]"], cwd=cwd).instances == {}
 
 
-def test_command_line_config_paths_overrides_are_concatenated(repo: Path, cwd: Path) -> None:
+@pytest.mark.usefixtures("repo")
+def test_command_line_config_paths_overrides_are_concatenated(cwd: Path) -> None:
     config = compose_config(["+config_paths=[conf/echo.yaml]", "+config_paths=[conf/overlay.yaml]"], cwd=cwd)
     assert config.get(ECHO_GREETING) == "hello from overlay.yaml"
 
 
-def test_comma_separated_config_paths_are_accepted(repo: Path, cwd: Path) -> None:
+@pytest.mark.usefixtures("repo")
+def test_comma_separated_config_paths_are_accepted(cwd: Path) -> None:
     config = compose_config(["+config_paths=conf/echo.yaml,conf/overlay.yaml"], cwd=cwd)
     assert config.get(ECHO_GREETING) == "hello from overlay.yaml"
 
@@ -116,19 +123,22 @@ def test_comma_separated_config_paths_are_accepted(repo: Path, cwd: Path) -> Non
 # -- path resolution -----------------------------------------------------------------------------
 
 
-def test_paths_resolve_against_the_cwd_before_the_repo_root(repo: Path, cwd: Path, write: WriteFile) -> None:
+@pytest.mark.usefixtures("repo")
+def test_paths_resolve_against_the_cwd_before_the_repo_root(cwd: Path, write: WriteFile) -> None:
     write(cwd / "conf/overlay.yaml", "policy_model_name: from-cwd\nfrom_cwd: true\n")
     config = compose_config(["+config_paths=[conf/overlay.yaml]"], cwd=cwd)
     assert config.get("from_cwd") is True
     assert config.get(ECHO_GREETING) is None
 
 
-def test_paths_fall_back_to_the_repo_root(repo: Path, cwd: Path) -> None:
+@pytest.mark.usefixtures("repo")
+def test_paths_fall_back_to_the_repo_root(cwd: Path) -> None:
     config = compose_config(["+config_paths=[conf/echo.yaml,conf/overlay.yaml]"], cwd=cwd)
     assert config.get(ECHO_GREETING) == "hello from overlay.yaml"
 
 
-def test_absolute_paths_are_used_as_given(repo: Path, cwd: Path, write: WriteFile, tmp_path: Path) -> None:
+@pytest.mark.usefixtures("repo")
+def test_absolute_paths_are_used_as_given(cwd: Path, write: WriteFile, tmp_path: Path) -> None:
     outside = write(tmp_path / "elsewhere" / "x.yaml", "marker: outside\n")
     config = compose_config([f"+config_paths=[{outside}]"], cwd=cwd)
     assert config.get("marker") == "outside"
@@ -179,9 +189,8 @@ def test_env_yaml_in_the_working_directory_wins_over_the_repo_root(
     assert config.sources["policy_model_name"] == f"{cwd / 'env.yaml'}:1"
 
 
-def test_no_env_yaml_is_fine_when_nothing_needs_it(
-    repo: Path, cwd: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+@pytest.mark.usefixtures("repo")
+def test_no_env_yaml_is_fine_when_nothing_needs_it(cwd: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("NG_ENV_YAML")
     assert compose_config(["+config_paths=[conf/cycle_a.yaml]"], cwd=cwd).get("policy_api_key") is None
 
@@ -192,7 +201,8 @@ def test_an_explicit_env_yaml_must_exist(repo: Path, cwd: Path, monkeypatch: pyt
         compose_config([], cwd=cwd)
 
 
-def test_dotenv_path_override_selects_another_env_file(repo: Path, cwd: Path, write: WriteFile) -> None:
+@pytest.mark.usefixtures("repo")
+def test_dotenv_path_override_selects_another_env_file(cwd: Path, write: WriteFile) -> None:
     write(cwd / "env.dev.yaml", "policy_model_name: dev-model\npolicy_api_key: k\npolicy_base_url: u\n")
     config = compose_config(["+config_paths=[conf/model.yaml]", "+dotenv_path=env.dev.yaml"], cwd=cwd)
     assert config.get("policy_model_name") == "dev-model"
@@ -202,12 +212,14 @@ def test_dotenv_path_override_selects_another_env_file(repo: Path, cwd: Path, wr
 # -- interpolation ---------------------------------------------------------------------------------
 
 
-def test_interpolations_resolve_against_the_root(repo: Path, cwd: Path) -> None:
+@pytest.mark.usefixtures("repo")
+def test_interpolations_resolve_against_the_root(cwd: Path) -> None:
     config = compose_config(["+config_paths=[conf/model.yaml]", "++policy_base_url=http://h:1/v1"], cwd=cwd)
     assert config.get("policy_model.responses_api_models.vllm_model.base_url") == "http://h:1/v1"
 
 
-def test_command_line_values_may_interpolate(repo: Path, cwd: Path) -> None:
+@pytest.mark.usefixtures("repo")
+def test_command_line_values_may_interpolate(cwd: Path) -> None:
     config = compose_config(["+config_paths=[conf/model.yaml]", "+copy=${policy_model_name}-x"], cwd=cwd)
     assert config.get("copy") == f"{config.get('policy_model_name')}-x"
 
@@ -229,9 +241,8 @@ def test_missing_root_key_points_to_env_yaml_and_the_command_line(
     assert "++policy_api_key=..." in caught.value.hint
 
 
-def test_all_unresolvable_values_are_reported_together(
-    repo: Path, cwd: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+@pytest.mark.usefixtures("repo")
+def test_all_unresolvable_values_are_reported_together(cwd: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("NG_ENV_YAML")
     with pytest.raises(ConfigError) as caught:
         compose_config(["+config_paths=[conf/model.yaml]"], cwd=cwd)
@@ -292,7 +303,8 @@ def test_yaml_syntax_error_names_file_line_and_column(repo: Path, cwd: Path, wri
     assert "mapping values are not allowed here" in str(caught.value)
 
 
-def test_tree_get_handles_lists_and_absent_keys(repo: Path, cwd: Path) -> None:
+@pytest.mark.usefixtures("repo")
+def test_tree_get_handles_lists_and_absent_keys(cwd: Path) -> None:
     config = compose_config(["+config_paths=[conf/agent.yaml]"], cwd=cwd)
     datasets = "echo_agent.responses_api_agents.simple_agent.datasets"
     assert config.get(f"{datasets}.0.type") == "example"
@@ -300,19 +312,22 @@ def test_tree_get_handles_lists_and_absent_keys(repo: Path, cwd: Path) -> None:
     assert config.get("nope.deeper", 3) == 3
 
 
-def test_omegaconf_scalar_rules_apply(repo: Path, cwd: Path) -> None:
+@pytest.mark.usefixtures("repo")
+def test_omegaconf_scalar_rules_apply(cwd: Path) -> None:
     config = compose_config(["+config_paths=[conf/echo.yaml]"], cwd=cwd)
     assert config.get("echo.resources_servers.echo_env.learning_rate") == pytest.approx(1e-6)
     assert config.get("echo.resources_servers.echo_env.released") == "2024-01-01"
 
 
-def test_sources_of_deleted_keys_are_dropped(repo: Path, cwd: Path) -> None:
+@pytest.mark.usefixtures("repo")
+def test_sources_of_deleted_keys_are_dropped(cwd: Path) -> None:
     config = compose_config(["+config_paths=[conf/echo.yaml]", f"~{ECHO_GREETING}"], cwd=cwd)
     assert ECHO_GREETING not in config.sources
     assert config.get(ECHO_GREETING) is None
 
 
-def test_result_is_plain_and_frozen(repo: Path, cwd: Path) -> None:
+@pytest.mark.usefixtures("repo")
+def test_result_is_plain_and_frozen(cwd: Path) -> None:
     config = compose_config(["+config_paths=[conf/agent.yaml]"], cwd=cwd)
     assert type(config.tree["echo"]) is dict
     with pytest.raises(AttributeError):

@@ -22,7 +22,8 @@ base_env:
 """
 
 
-def test_inherit_moves_the_source_and_local_keys_win(repo: Path, cwd: Path, write: WriteFile) -> None:
+@pytest.mark.usefixtures("repo")
+def test_inherit_moves_the_source_and_local_keys_win(cwd: Path, write: WriteFile) -> None:
     path = write(
         cwd / "c.yaml",
         BASE
@@ -46,7 +47,8 @@ echo:
     assert config.sources["echo.resources_servers.echo_env.greeting"].endswith("c.yaml:12")
 
 
-def test_copy_keeps_the_source_and_delete_key_drops_keys(repo: Path, cwd: Path, write: WriteFile) -> None:
+@pytest.mark.usefixtures("repo")
+def test_copy_keeps_the_source_and_delete_key_drops_keys(cwd: Path, write: WriteFile) -> None:
     path = write(
         cwd / "c.yaml",
         BASE
@@ -65,7 +67,8 @@ greeting_copy: ${copy:base_env.resources_servers.echo_env.greeting}
     assert config.get("greeting_copy") == "from base"
 
 
-def test_a_path_not_in_the_config_names_the_directive_line(repo: Path, cwd: Path, write: WriteFile) -> None:
+@pytest.mark.usefixtures("repo")
+def test_a_path_not_in_the_config_names_the_directive_line(cwd: Path, write: WriteFile) -> None:
     path = write(cwd / "c.yaml", "echo:\n  _inherit_from: nowhere.at_all\n")
     with pytest.raises(ConfigError) as caught:
         compose_config([f"+config_paths=[{path}]"], cwd=cwd)
@@ -73,7 +76,8 @@ def test_a_path_not_in_the_config_names_the_directive_line(repo: Path, cwd: Path
     assert "_inherit_from names 'nowhere.at_all'" in caught.value.message
 
 
-def test_legacy_agent_environment_server_is_a_relay_to_its_agent(repo: Path, cwd: Path) -> None:
+@pytest.mark.usefixtures("repo")
+def test_legacy_agent_environment_server_is_a_relay_to_its_agent(cwd: Path) -> None:
     config = compose_config(
         [
             "+config_paths=[conf/agent.yaml]",
@@ -85,6 +89,7 @@ def test_legacy_agent_environment_server_is_a_relay_to_its_agent(repo: Path, cwd
     assert {name: relay.agent for name, relay in config.relays.items()} == {"env": "echo_agent"}
 
 
+@pytest.mark.usefixtures("repo")
 @pytest.mark.parametrize(
     ("override", "expected"),
     [
@@ -98,9 +103,7 @@ def test_legacy_agent_environment_server_is_a_relay_to_its_agent(repo: Path, cwd
         ),
     ],
 )
-def test_an_environment_server_is_never_dropped_unsaid(
-    repo: Path, cwd: Path, override: str, expected: str
-) -> None:
+def test_an_environment_server_is_never_dropped_unsaid(cwd: Path, override: str, expected: str) -> None:
     with pytest.raises(ConfigError) as caught:
         compose_config(["+config_paths=[conf/agent.yaml]", override], cwd=cwd)
     assert expected in caught.value.message

@@ -99,7 +99,8 @@ def test_unreadable_file(repo: Path) -> None:
         load_fragment(repo / "conf/dir.yaml")
 
 
-def test_collect_order_and_dedup(repo: Path, cwd: Path) -> None:
+@pytest.mark.usefixtures("repo")
+def test_collect_order_and_dedup(cwd: Path) -> None:
     fragments = collect_fragments(
         [Include("conf/agent.yaml", None), Include("conf/echo.yaml", None)], cwd=cwd
     )

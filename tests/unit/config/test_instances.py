@@ -19,7 +19,8 @@ def _compose(repo: Path, cwd: Path, write: WriteFile, text: str, *overrides: str
     compose_config(["+config_paths=[conf/case.yaml]", *overrides], cwd=cwd)
 
 
-def test_instances_are_found_with_their_source(repo: Path, cwd: Path) -> None:
+@pytest.mark.usefixtures("repo")
+def test_instances_are_found_with_their_source(cwd: Path) -> None:
     config = compose_config(["+config_paths=[conf/agent.yaml]"], cwd=cwd)
     agent = config.instances["echo_agent"]
     assert (agent.server_type, agent.implementation) == ("responses_api_agents", "simple_agent")
@@ -30,7 +31,8 @@ def test_instances_are_found_with_their_source(repo: Path, cwd: Path) -> None:
     assert agent.kind == "responses_api_agents/simple_agent"
 
 
-def test_an_instance_defined_on_the_command_line_has_that_source(repo: Path, cwd: Path) -> None:
+@pytest.mark.usefixtures("repo")
+def test_an_instance_defined_on_the_command_line_has_that_source(cwd: Path) -> None:
     config = compose_config(["+extra.resources_servers.math_env.entrypoint=app.py"], cwd=cwd)
     assert config.instances["extra"].source == "<command line>"
 
@@ -120,7 +122,8 @@ def test_unrelated_top_level_mappings_are_not_instances(repo: Path, cwd: Path, w
     assert compose_config(["+config_paths=[conf/case.yaml]"], cwd=cwd).instances == {}
 
 
-def test_reference_to_a_missing_instance_suggests_the_closest(repo: Path, cwd: Path) -> None:
+@pytest.mark.usefixtures("repo")
+def test_reference_to_a_missing_instance_suggests_the_closest(cwd: Path) -> None:
     with pytest.raises(ConfigError) as caught:
         compose_config(
             [
@@ -135,7 +138,8 @@ def test_reference_to_a_missing_instance_suggests_the_closest(repo: Path, cwd: P
     )
 
 
-def test_reference_with_nothing_close_lists_the_instances_of_that_type(repo: Path, cwd: Path) -> None:
+@pytest.mark.usefixtures("repo")
+def test_reference_with_nothing_close_lists_the_instances_of_that_type(cwd: Path) -> None:
     with pytest.raises(ConfigError, match=r"\(resources_servers instances: echo\)"):
         compose_config(
             [
@@ -146,7 +150,8 @@ def test_reference_with_nothing_close_lists_the_instances_of_that_type(repo: Pat
         )
 
 
-def test_reference_to_an_instance_of_another_type(repo: Path, cwd: Path) -> None:
+@pytest.mark.usefixtures("repo")
+def test_reference_to_an_instance_of_another_type(cwd: Path) -> None:
     with pytest.raises(
         ConfigError, match="'policy_model' is a responses_api_models instance, not resources_servers"
     ):

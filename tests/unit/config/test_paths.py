@@ -59,7 +59,8 @@ def test_resolve_config_path_prefers_the_cwd(repo: Path, cwd: Path) -> None:
     assert paths.resolve_config_path("conf/echo.yaml", cwd=cwd) == (repo / "conf/echo.yaml").resolve()
 
 
-def test_missing_absolute_path_lists_only_itself(repo: Path, cwd: Path) -> None:
+@pytest.mark.usefixtures("repo")
+def test_missing_absolute_path_lists_only_itself(cwd: Path) -> None:
     with pytest.raises(ConfigError) as caught:
         paths.resolve_config_path("/nonexistent/x.yaml", cwd=cwd, listed_in="conf/a.yaml:3")
     assert (

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 import yaml
 
 from ng_cli.config.compose import compose_config
@@ -11,7 +12,8 @@ from ng_cli.config.render import render_yaml
 from ng_cli.config.secrets import MASK
 
 
-def test_masked_yaml_round_trips_without_secrets(repo: Path, cwd: Path) -> None:
+@pytest.mark.usefixtures("repo")
+def test_masked_yaml_round_trips_without_secrets(cwd: Path) -> None:
     config = compose_config(["+config_paths=[conf/agent.yaml]"], cwd=cwd)
     text = render_yaml(config)
     secret = config.get("policy_api_key")
@@ -23,12 +25,14 @@ def test_masked_yaml_round_trips_without_secrets(repo: Path, cwd: Path) -> None:
     assert list(loaded) == list(config.tree)
 
 
-def test_unmasked_on_request(repo: Path, cwd: Path) -> None:
+@pytest.mark.usefixtures("repo")
+def test_unmasked_on_request(cwd: Path) -> None:
     config = compose_config(["+config_paths=[conf/model.yaml]"], cwd=cwd)
     assert config.get("policy_api_key") in render_yaml(config, masked=False)
 
 
-def test_sources_comment_above_each_instance(repo: Path, cwd: Path) -> None:
+@pytest.mark.usefixtures("repo")
+def test_sources_comment_above_each_instance(cwd: Path) -> None:
     config = compose_config(["+config_paths=[conf/agent.yaml]", "+policy_model_name=m"], cwd=cwd)
     lines = render_yaml(config, with_sources=True).splitlines()
     for name, instance in config.instances.items():
@@ -37,6 +41,7 @@ def test_sources_comment_above_each_instance(repo: Path, cwd: Path) -> None:
     assert yaml.safe_load("\n".join(lines)) == yaml.safe_load(render_yaml(config))
 
 
-def test_empty_tree(repo: Path, cwd: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+@pytest.mark.usefixtures("repo")
+def test_empty_tree(cwd: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     monkeypatch.delenv("NG_ENV_YAML")
     assert render_yaml(compose_config([], cwd=cwd)) == "{}\n"

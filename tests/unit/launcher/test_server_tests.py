@@ -62,7 +62,8 @@ def test_entrypoint_resolves_from_cwd_or_repo_root(root: Path, tmp_path: Path) -
     )
 
 
-def test_a_server_folder_of_the_working_directory_is_accepted(root: Path, tmp_path: Path) -> None:
+@pytest.mark.usefixtures("root")
+def test_a_server_folder_of_the_working_directory_is_accepted(tmp_path: Path) -> None:
     """Where ng_init_resources_server writes, run from another project's root."""
     project = tmp_path / "project"
     (project / "resources_servers" / "new_env" / "tests").mkdir(parents=True)

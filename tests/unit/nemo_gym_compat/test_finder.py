@@ -32,7 +32,7 @@ def _python(code: str, *, cwd: Path, extra_path: Path | None = None) -> subproce
 def test_without_nemo_gym_the_stand_ins_answer(tmp_path: Path) -> None:
     done = _python(
         """
-        from ng_cli.nemo_gym_compat import finder
+        from ng_cli.servers import nemo_gym_finder as finder
         assert finder.install()
         import nemo_gym.base_resources_server as base
         from nemo_gym.server_utils import SESSION_ID_KEY
@@ -61,7 +61,7 @@ def test_an_installed_nemo_gym_is_never_shadowed(tmp_path: Path) -> None:
         f"""
         from pathlib import Path
         from ng_cli.errors import ConfigError
-        from ng_cli.nemo_gym_compat import finder
+        from ng_cli.servers import nemo_gym_finder as finder
         from ng_cli.servers.loading import load_server_class
         assert not finder.install()
         import nemo_gym
@@ -87,7 +87,7 @@ def test_nemo_gyms_own_source_folder_at_the_root_is_not_an_installation(tmp_path
     (tmp_path / "nemo_gym" / "__init__.py").write_text("raise ImportError('needs ray and wandb')\n")
     done = _python(
         """
-        from ng_cli.nemo_gym_compat import finder
+        from ng_cli.servers import nemo_gym_finder as finder
         assert finder.install()
         import nemo_gym.openai_utils as utils
         print(utils.__name__)

@@ -103,10 +103,10 @@ def _under_a_file(tmp: Path) -> Path:
     [
         (_directory, "it is a directory"),
         (_fifo, "it is not a regular file"),  # opening it for writing would block forever
-        (lambda tmp: Path("/dev/null"), "it is not a regular file"),
-        (lambda tmp: Path("/dev/full"), "it is not a regular file"),
+        (lambda _tmp: Path("/dev/null"), "it is not a regular file"),
+        (lambda _tmp: Path("/dev/full"), "it is not a regular file"),
         (_under_a_file, "a part of its folder path ({tmp}/blocker) is a file, not a directory"),
-        (lambda tmp: Path("/proc/ng-cli-guard.jsonl"), "cannot create files in /proc"),
+        (lambda _tmp: Path("/proc/ng-cli-guard.jsonl"), "cannot create files in /proc"),
     ],
     ids=["directory", "fifo", "dev_null", "dev_full", "under_a_file", "proc"],
 )

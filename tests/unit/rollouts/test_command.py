@@ -38,7 +38,7 @@ def test_bad_input_exits_2_naming_the_line_before_any_work(tmp_path: Path) -> No
     assert not (tmp_path / "out.jsonl").exists()
 
 
-def test_config_error_exits_2(tmp_path: Path) -> None:
+def test_config_error_exits_2() -> None:
     code, output = invoke("+input_jsonl_fpath=in.jsonl", "+output_jsonl_fpath=out.jsonl", "+num_repeats=0")
     assert code == 2
     assert "num_repeats" in output

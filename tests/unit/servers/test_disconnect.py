@@ -34,7 +34,7 @@ class Connection:
 async def test_a_client_gone_while_the_handler_waits_cancels_it() -> None:
     seen: dict[str, Any] = {}
 
-    async def app(scope: Scope, receive: Receive, send: Send) -> None:
+    async def app(_scope: Scope, receive: Receive, _send: Send) -> None:
         seen["body"] = (await receive())["body"] + (await receive())["body"]
         try:
             await asyncio.sleep(30)  # waiting on the model
@@ -55,7 +55,7 @@ async def test_a_client_gone_while_the_handler_waits_cancels_it() -> None:
 async def test_a_disconnect_after_the_response_cancels_nothing() -> None:
     finished: list[str] = []
 
-    async def app(scope: Scope, receive: Receive, send: Send) -> None:
+    async def app(_scope: Scope, receive: Receive, send: Send) -> None:
         await receive()
         await receive()
         await send({"type": "http.response.start", "status": 200, "headers": []})
@@ -73,7 +73,7 @@ async def test_a_disconnect_after_the_response_cancels_nothing() -> None:
 async def test_a_server_shutdown_still_cancels_the_handler_and_propagates() -> None:
     cancelled: list[bool] = []
 
-    async def app(scope: Scope, receive: Receive, send: Send) -> None:
+    async def app(_scope: Scope, receive: Receive, _send: Send) -> None:
         await receive()
         await receive()
         try:

@@ -48,7 +48,7 @@ class ScriptedHttp(HttpClient):
         self.calls: list[str] = []
         self.headers: list[dict[str, str]] = []
 
-    async def post_json(self, url: str, payload: Any, **kwargs: Any) -> Any:
+    async def post_json(self, url: str, _payload: Any, **kwargs: Any) -> Any:
         self.calls.append(url)
         self.headers.append(dict(kwargs.get("headers") or {}))
         await asyncio.sleep(0)
@@ -262,7 +262,7 @@ async def test_a_call_cut_by_the_callers_deadline_does_not_take_the_endpoint_dow
     from ng_cli.servers.deadline import deadline_scope
 
     class SlowHttp(ScriptedHttp):
-        async def post_json(self, url: str, payload: Any, **kwargs: Any) -> Any:
+        async def post_json(self, url: str, _payload: Any, **_kwargs: Any) -> Any:
             self.calls.append(url)
             await asyncio.sleep(0.3)  # the real client's timeout, capped at the caller's deadline
             raise UpstreamTimeoutError(f"{url} did not answer in time", endpoint=url)

@@ -12,11 +12,11 @@ from ng_cli.config.schema import validate_block
 from ng_cli.conversion import to_response
 from ng_cli.conversion.tool_calls import TOOL_CALL_PARSERS
 from ng_cli.errors import BadRequestError, ConfigError
+from ng_cli.model_server.token_exact import _parses_tools, completion_body, to_chat_completion
 from ng_cli.protocol.responses import ResponsesRequest
 from ng_cli.servers.loading import load_server_class
 from ng_cli.tokens.contract import TokenContractError
 from ng_cli.upstream.config import VllmModelConfig
-from ng_cli.upstream.token_exact import _parses_tools, completion_body, to_chat_completion
 from tests.fixtures.tokens.tokenizer_dirs import NO_END_OF_TURN_TEMPLATE, build_tiny_tokenizer, with_template
 
 APP = Path(__file__).resolve().parents[3] / "responses_api_models" / "vllm_model" / "app.py"

@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ng_cli.engines.tiny_model import MESSAGES_TEMPLATE, SPLIT_PATTERN
+    from ng_cli.toolchain.tiny_model import MESSAGES_TEMPLATE, SPLIT_PATTERN
 else:  # this file runs by path under the vLLM venv, where its sibling script is importable by name
     from tiny_model import MESSAGES_TEMPLATE, SPLIT_PATTERN
 
@@ -451,7 +451,7 @@ calls `get_weather` with the asked city, then answers "It is <condition> in <cit
 
     {facts["command"]}
 
-- Script: `ng_cli/engines/train_weather_model.py`, run by the CPU vLLM venv's python.
+- Script: `ng_cli/toolchain/train_weather_model.py`, run by the CPU vLLM venv's python.
   `scripts/train_embedded_model.sh` runs it and then `tests/engine/test_embedded_model.py`.
 - Seed: {facts["seed"]}. The same seed gives the same weights.
 - Training: {facts["steps"]} steps of {facts["batch_size"]} new episodes each (AdamW, lr {facts["lr"]},

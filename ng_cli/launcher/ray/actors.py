@@ -12,7 +12,7 @@ Secrets (the engines' key, a server's spec) never appear in the actor's argument
 records and its dashboard shows: the launcher puts them in the object store and passes the
 reference inside a list, so Ray does not resolve it into the call; the actor `ray.get`s it.
 
-This module imports Ray at the top: only `launcher.ray_backend` imports it, and only when a
+This module imports Ray at the top: only `launcher.ray.backend` imports it, and only when a
 config sets `ray.address`.
 """
 

@@ -1,6 +1,6 @@
 """Make an engine wheelhouse on a connected machine, for a named target python, platform and torch.
 
-    python3 -m ng_cli.engines.wheelhouse.make --python 3.12 --platform manylinux_2_35_x86_64 \\
+    python3 -m ng_cli.toolchain.wheelhouse.make --python 3.12 --platform manylinux_2_35_x86_64 \\
         --torch 2.11.0+cu130 --out /work/gpu-wheelhouse --drop-fa2 --split-mb 50
 
 The engine release follows the target's torch (versions.py, checked against the downloaded wheel).
@@ -27,7 +27,7 @@ import zipfile
 from pathlib import Path
 from typing import Literal
 
-from ng_cli.engines.wheelhouse.manifest import (
+from ng_cli.toolchain.wheelhouse.manifest import (
     Manifest,
     WheelFile,
     WheelhouseError,
@@ -35,8 +35,8 @@ from ng_cli.engines.wheelhouse.manifest import (
     verify_wheelhouse,
     write_manifest,
 )
-from ng_cli.engines.wheelhouse.parts import MIB, split_wheelhouse
-from ng_cli.engines.wheelhouse.versions import EngineChoice, choose_engine, torch_base
+from ng_cli.toolchain.wheelhouse.parts import MIB, split_wheelhouse
+from ng_cli.toolchain.wheelhouse.versions import EngineChoice, choose_engine, torch_base
 
 __all__ = ["main", "platform_tags", "repack_wheel", "resplit", "torch_pin"]
 

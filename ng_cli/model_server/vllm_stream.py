@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack
+from dataclasses import dataclass
 from typing import Any
 
 from ng_cli.conversion.chunks import ChunkAccumulator
@@ -38,16 +39,27 @@ from ng_cli.errors import (
     UpstreamHTTPError,
     UpstreamUnavailableError,
 )
+from ng_cli.model_server.vllm import VllmChat, is_aborted, parse_request, stamp_response
 from ng_cli.protocol.responses import ResponsesRequest
 from ng_cli.servers.app import status_for
 from ng_cli.servers.sse import DONE, encode_event
 from ng_cli.tokens.contract import extract_token_info, needs_prompt_tokenization
 from ng_cli.upstream.versions import Ticket
-from ng_cli.upstream.vllm import VllmChat, is_aborted, parse_request, stamp_response
 
 __all__ = ["VllmStreams"]
 
 _STREAM = {"stream": True, "stream_options": {"include_usage": True}}
+
+
+@dataclass(frozen=True)
+class _Opened:
+    """One streamed call under way: its stack (the version ticket and the stream), the chat body
+    as sent (salted for its version) and vLLM's chunks."""
+
+    stack: AsyncExitStack
+    ticket: Ticket
+    chat: dict[str, Any]
+    chunks: AsyncIterator[dict[str, Any]]
 
 
 class VllmStreams:
@@ -72,6 +84,15 @@ class VllmStreams:
             response_envelope(request, model=self.vllm.config.model, output=[]),
             splits_think_tags=self.vllm.config.uses_reasoning_parser,
         )
+        try:
+            opened = await self._open(chat, session_id=session_id)
+        except ContextOverflowError as error:
+            return self._replayed(events, self.vllm.overflow_response(request, error))
+        return self._relayed(opened, events, request, session_id)
+
+    async def _open(self, chat: dict[str, Any], *, session_id: str | None) -> _Opened:
+        """The call's version ticket and vLLM's chunk stream, both held open by the returned stack;
+        on any failure (a ContextOverflowError included) the stack is closed and the error raised."""
         stack = AsyncExitStack()
         try:
             ticket = await stack.enter_async_context(self.vllm.versions.call())
@@ -79,13 +100,10 @@ class VllmStreams:
             chunks = await stack.enter_async_context(
                 self.vllm.client.stream("/chat/completions", chat, session_id=session_id)
             )
-        except ContextOverflowError as error:
-            await stack.aclose()
-            return self._replayed(events, self.vllm.overflow_response(request, error))
         except BaseException:
             await stack.aclose()
             raise
-        return self._relayed(stack, chunks, events, request, chat, session_id, ticket)
+        return _Opened(stack=stack, ticket=ticket, chat=chat, chunks=chunks)
 
     async def _replayed(self, events: ResponseEvents, final: dict[str, Any]) -> AsyncIterator[bytes]:
         """A Response known in full (the overflow answer) as a stream of events."""
@@ -93,16 +111,10 @@ class VllmStreams:
             yield encode_event(event, event=event["type"])
 
     async def _relayed(
-        self,
-        stack: AsyncExitStack,
-        chunks: AsyncIterator[dict[str, Any]],
-        events: ResponseEvents,
-        request: ResponsesRequest,
-        chat: dict[str, Any],
-        session_id: str | None,
-        ticket: Ticket,
+        self, opened: _Opened, events: ResponseEvents, request: ResponsesRequest, session_id: str | None
     ) -> AsyncIterator[bytes]:
-        async with stack, self._counting_aborts():
+        chunks, chat, ticket = opened.chunks, opened.chat, opened.ticket
+        async with opened.stack, self._counting_aborts():
             for event in events.opening():
                 yield encode_event(event, event=event["type"])
             total = ChunkAccumulator()
@@ -124,32 +136,17 @@ class VllmStreams:
     async def open_chat(self, body: dict[str, Any], *, session_id: str | None) -> AsyncIterator[bytes]:
         """vLLM's chunk stream for one chat body, relayed as SSE, once vLLM has started answering."""
         chat = {**self.vllm.chat_body(body), "stream": True}
-        stack = AsyncExitStack()
         try:
-            ticket = await stack.enter_async_context(self.vllm.versions.call())
-            chat = self.vllm.salted(chat, ticket)
-            chunks = await stack.enter_async_context(
-                self.vllm.client.stream("/chat/completions", chat, session_id=session_id)
-            )
+            opened = await self._open(chat, session_id=session_id)
         except ContextOverflowError as error:
-            await stack.aclose()
             self.vllm.metrics.context_overflows.inc()
             completion = empty_overflow_chat_completion(model=self.vllm.config.model, message=error.message)
             return _as_one_chunk(completion)
-        except BaseException:
-            await stack.aclose()
-            raise
-        return self._chat_relayed(stack, chunks, chat, session_id, ticket)
+        return self._chat_relayed(opened)
 
-    async def _chat_relayed(
-        self,
-        stack: AsyncExitStack,
-        chunks: AsyncIterator[dict[str, Any]],
-        chat: dict[str, Any],
-        session_id: str | None,
-        ticket: Ticket,
-    ) -> AsyncIterator[bytes]:
-        async with stack, self._counting_aborts():
+    async def _chat_relayed(self, opened: _Opened) -> AsyncIterator[bytes]:
+        chunks, ticket = opened.chunks, opened.ticket
+        async with opened.stack, self._counting_aborts():
             total = ChunkAccumulator()
             try:
                 async for chunk in chunks:

@@ -10,29 +10,44 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Any, TypeVar
+from collections.abc import AsyncIterator, Awaitable
+from typing import Any, Protocol, TypeVar
 
 from fastapi import FastAPI, Request
 from fastapi.responses import Response
 
 from ng_cli.conversion.tool_calls import TOOL_CALL_PARSERS
 from ng_cli.errors import ConfigError, NgError, NotFoundError, UpstreamTimeoutError
+from ng_cli.model_server.admin_routes import install_admin_routes
+from ng_cli.model_server.token_exact import TokenExactChat
+from ng_cli.model_server.vllm import VllmChat
+from ng_cli.model_server.vllm_stream import VllmStreams
 from ng_cli.servers import JSONResponse, ModelServer, read_generation_request, session_id
 from ng_cli.servers.app import event_stream
 from ng_cli.tokens.chat_template import ChatTokenizer
-from ng_cli.upstream.admin_routes import install_admin_routes
 from ng_cli.upstream.config import VllmModelConfig
 from ng_cli.upstream.metrics import install_metrics_route
 from ng_cli.upstream.runtime import Upstream
-from ng_cli.upstream.token_exact import TokenExactChat
 from ng_cli.upstream.versions import WeightVersions
-from ng_cli.upstream.vllm import VllmChat
-from ng_cli.upstream.vllm_stream import VllmStreams
 from ng_cli.upstream.weights import WeightUpdater
 
 __all__ = ["VllmModelServer"]
 
 C = TypeVar("C", bound=VllmModelConfig)
+
+
+class _Opener(Protocol):
+    """`VllmStreams.open_responses` / `open_chat`: a request body -> its server-sent events."""
+
+    def __call__(
+        self, body: dict[str, Any], *, session_id: str | None
+    ) -> Awaitable[AsyncIterator[bytes]]: ...
+
+
+class _Caller(Protocol):
+    """`VllmChat.respond` / `chat`: a request body -> the whole answer."""
+
+    def __call__(self, body: dict[str, Any], *, session_id: str | None) -> Awaitable[dict[str, Any]]: ...
 
 
 class VllmModelServer(ModelServer[C]):
@@ -91,31 +106,11 @@ class VllmModelServer(ModelServer[C]):
     def setup_routes(self, app: FastAPI) -> None:
         @app.post("/v1/responses")
         async def responses(request: Request) -> Response:
-            body = await read_generation_request(request)
-            session = session_id(request)
-            try:
-                if body.get("stream"):
-                    return event_stream(await self.streams.open_responses(body, session_id=session))
-                return JSONResponse(await self.vllm.respond(body, session_id=session))
-            except UpstreamTimeoutError as error:
-                raise self.timeout_error(error) from error
-            except asyncio.CancelledError:
-                self.upstream.metrics.aborted.inc()  # the client went away; vLLM was told by the closed connection
-                raise
+            return await self._answer(request, self.streams.open_responses, self.vllm.respond)
 
         @app.post("/v1/chat/completions")
         async def chat_completions(request: Request) -> Response:
-            body = await read_generation_request(request)
-            session = session_id(request)
-            try:
-                if body.get("stream"):
-                    return event_stream(await self.streams.open_chat(body, session_id=session))
-                return JSONResponse(await self.vllm.chat(body, session_id=session))
-            except UpstreamTimeoutError as error:
-                raise self.timeout_error(error) from error
-            except asyncio.CancelledError:
-                self.upstream.metrics.aborted.inc()  # the client went away; vLLM was told by the closed connection
-                raise
+            return await self._answer(request, self.streams.open_chat, self.vllm.chat)
 
         @app.get("/v1/models")
         async def models() -> JSONResponse:
@@ -133,6 +128,21 @@ class VllmModelServer(ModelServer[C]):
         install_metrics_route(app, self.upstream.metrics)
         if self.weights is not None:
             install_admin_routes(app, self.weights, key=self.config.api_key.get_secret_value())
+
+    async def _answer(self, request: Request, stream: _Opener, whole: _Caller) -> Response:
+        """One generation route: its body, streamed (`stream`) or whole (`whole`); a timeout said the
+        implementation's way; a client that went away counted (vLLM learns it from the closed connection)."""
+        body = await read_generation_request(request)
+        session = session_id(request)
+        try:
+            if body.get("stream"):
+                return event_stream(await stream(body, session_id=session))
+            return JSONResponse(await whole(body, session_id=session))
+        except UpstreamTimeoutError as error:
+            raise self.timeout_error(error) from error
+        except asyncio.CancelledError:
+            self.upstream.metrics.aborted.inc()
+            raise
 
     def _model_card(self) -> dict[str, Any]:
         """The OpenAI `Model` object of the one model this server serves (what SDKs list)."""

@@ -31,8 +31,8 @@ from ng_cli.engines.plan import ENGINE_MAIN, EngineSpec, InstanceEngines
 from ng_cli.errors import LaunchError, PlacementError
 from ng_cli.launcher.engines import NotPlacedYet
 from ng_cli.launcher.process import LineSink
-from ng_cli.launcher.ray_child import RayChild, import_ray, is_node_alive, node_text
-from ng_cli.launcher.ray_config import RayConfig
+from ng_cli.launcher.ray.child import RayChild, import_ray, is_node_alive, node_text
+from ng_cli.launcher.ray.config import RayConfig
 
 __all__ = ["RayBackend", "RayChild"]
 
@@ -69,7 +69,7 @@ class RayBackend:
         self._engine_nodes: dict[str, str] = {}
         self._waiting: dict[str, tuple[float, float]] = {}
         """What waits for room after a lost node -> (since, when we last said so)."""
-        self.say: Callable[[str], None] = lambda line: None
+        self.say: Callable[[str], None] = lambda _line: None
         """ng_run's own lines (the stack sets it): waiting for capacity, re-placed groups."""
 
     @classmethod
@@ -155,7 +155,7 @@ class RayBackend:
         assert self.placement is not None
         from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
-        from ng_cli.launcher.ray_actors import ENGINE_MAIN_TOKEN, GpuLease, ProcessHost
+        from ng_cli.launcher.ray.actors import ENGINE_MAIN_TOKEN, GpuLease, ProcessHost
 
         placement = self.placement.of(spec.name)
         self._planned.setdefault(spec.name, spec)
@@ -355,7 +355,7 @@ class RayBackend:
         A loopback `host` stays loopback (`ray.servers_listen_on: loopback`, the default): the
         actor is then pinned to ng_run's own node, where the head server, the other servers and
         the collector reach it. `node` (or a `host` of 0.0.0.0) binds the node's address."""
-        from ng_cli.launcher.ray_actors import ProcessHost
+        from ng_cli.launcher.ray.actors import ProcessHost
 
         assert self.placement is not None
         attempt = self._restarts.get(name, 0)

@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from ng_cli.engines.wheelhouse.make import _check_pin, platform_tags, repack_wheel, torch_pin
-from ng_cli.engines.wheelhouse.make import main as make_main
-from ng_cli.engines.wheelhouse.manifest import MANIFEST_NAME, WheelhouseError, verify_wheelhouse
-from ng_cli.engines.wheelhouse.parts import PARTS_NAME, gather, split_wheelhouse
-from ng_cli.engines.wheelhouse.versions import choose_engine
+from ng_cli.toolchain.wheelhouse.make import _check_pin, platform_tags, repack_wheel, torch_pin
+from ng_cli.toolchain.wheelhouse.make import main as make_main
+from ng_cli.toolchain.wheelhouse.manifest import MANIFEST_NAME, WheelhouseError, verify_wheelhouse
+from ng_cli.toolchain.wheelhouse.parts import PARTS_NAME, gather, split_wheelhouse
+from ng_cli.toolchain.wheelhouse.versions import choose_engine
 from tests.fixtures.wheelhouse import make_wheel, write_wheelhouse
 
 PY = f"{sys.version_info.major}.{sys.version_info.minor}"

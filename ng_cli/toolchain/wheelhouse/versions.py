@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ng_cli.engines.wheelhouse.manifest import WheelhouseError
+from ng_cli.toolchain.wheelhouse.manifest import WheelhouseError
 
 __all__ = ["VLLM_CPU_TORCH_PINS", "VLLM_TORCH_PINS", "EngineChoice", "choose_engine", "torch_base"]
 

@@ -16,7 +16,7 @@ import tarfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from ng_cli.engines.wheelhouse.manifest import MANIFEST_NAME, WheelhouseError, sha256_file
+from ng_cli.toolchain.wheelhouse.manifest import MANIFEST_NAME, WheelhouseError, sha256_file
 
 __all__ = ["PARTS_NAME", "Gathered", "Part", "PartsList", "gather", "split_wheelhouse"]
 

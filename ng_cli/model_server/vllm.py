@@ -35,12 +35,12 @@ from ng_cli.conversion import (
 )
 from ng_cli.conversion.to_chat import ReasoningForm, without_hosted_only_tool_fields
 from ng_cli.errors import BadRequestError, ContextOverflowError, InvalidOutputError, UpstreamUnavailableError
+from ng_cli.model_server.token_exact import TokenExactChat
 from ng_cli.protocol.responses import ResponsesRequest
 from ng_cli.tokens.contract import TokenContractError, extract_token_info, needs_prompt_tokenization
 from ng_cli.upstream.client import UpstreamClient
 from ng_cli.upstream.config import VllmModelConfig
 from ng_cli.upstream.metrics import UpstreamMetrics
-from ng_cli.upstream.token_exact import TokenExactChat
 from ng_cli.upstream.versions import Ticket, WeightVersions
 
 __all__ = ["ABORT_RETRIES", "VllmChat", "is_aborted", "parse_request", "stamp_response"]
@@ -144,7 +144,6 @@ class VllmChat:
             request,
             model=config.model,
             wants_token_ids=self.wants_token_ids,
-            uses_reasoning_parser=config.uses_reasoning_parser,
             replace_developer_role_with_system=config.replace_developer_role_with_system,
             chat_template_kwargs=config.chat_template_kwargs,
             extra_body=config.extra_body,

@@ -21,8 +21,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from ng_cli.engines.wheelhouse.manifest import Manifest, WheelhouseError, sha256_file, verify_wheelhouse
-from ng_cli.engines.wheelhouse.parts import gather
+from ng_cli.toolchain.wheelhouse.manifest import Manifest, WheelhouseError, sha256_file, verify_wheelhouse
+from ng_cli.toolchain.wheelhouse.parts import gather
 
 __all__ = ["default_venv", "main", "pip_env", "relocate"]
 

@@ -11,7 +11,7 @@
       num_cpus: 8                # local only: the private cluster's logical CPUs (default: this machine's)
 
 Reading this block imports nothing from Ray: `ray` is an optional extra, loaded by
-`launcher.ray_backend` only when a stack has this block.
+`launcher.ray.backend` only when a stack has this block.
 """
 
 from __future__ import annotations
