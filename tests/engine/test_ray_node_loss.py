@@ -42,7 +42,16 @@ from tests.fixtures.engine_stack import ENGINE_KEY, EXAMPLE_ENV_CONFIG, EngineSt
 from tests.fixtures.ray_required import require_ray
 from tests.fixtures.stack.harness import MARKER_VAR, marked_pids
 
-pytestmark = [pytest.mark.integration, pytest.mark.engine, pytest.mark.slow]
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.engine,
+    pytest.mark.slow,
+    pytest.mark.skipif(
+        os.environ.get("NG_RAY_NODE_LOSS") != "1",
+        reason="a multi-raylet cluster and two vLLM starts (24 min on a loaded 2-core machine, over CI's "
+        "time budget): NG_RAY_NODE_LOSS=1 runs it",
+    ),
+]
 
 CPU_CONFIG = "responses_api_models/local_vllm_model/configs/tiny_weather_cpu.yaml"
 ENVIRONMENT = "example_single_tool_call"
