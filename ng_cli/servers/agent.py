@@ -25,7 +25,7 @@ from ng_cli.servers.base import BaseServer
 from ng_cli.servers.http import RetryPolicy, Timeouts, is_retryable
 from ng_cli.servers.session import RolloutCookies, forwarded_cookies
 
-__all__ = ["AgentServer", "HopConfig", "checked_response"]
+__all__ = ["AgentServer", "HopConfig", "checked_response", "create_params"]
 
 
 class HopConfig(BaseModel):
@@ -54,6 +54,14 @@ class HopConfig(BaseModel):
 AC = TypeVar("AC", bound=AgentServerConfig)
 
 
+def create_params(row: dict[str, Any]) -> dict[str, Any]:
+    """The row's Responses create body (`responses_create_params`); a 400 when it has none."""
+    params = row.get("responses_create_params")
+    if not isinstance(params, dict):
+        raise BadRequestError("the row has no 'responses_create_params' object")
+    return params
+
+
 class AgentServer(BaseServer[AC]):
     """Agents talk to one resources server and one model server, both named in their config."""
 
@@ -77,12 +85,8 @@ class AgentServer(BaseServer[AC]):
 
     async def run(self, row: dict[str, Any], *, cookies: dict[str, str]) -> dict[str, Any]:
         """seed_session -> respond -> verify; returns the verify answer (row + response + reward)."""
-        params = row.get("responses_create_params")
-        if not isinstance(params, dict):
-            raise BadRequestError("the row has no 'responses_create_params' object")
-        cookies = RolloutCookies(
-            cookies
-        )  # a server's own session cookie travels to the rollout's later calls
+        params = create_params(row)
+        cookies = RolloutCookies(cookies)  # a server's own session cookie travels to later calls
         await self.http.post_json(f"{self.resources_url}/seed_session", row, cookies=cookies)
         response = await self.respond(params, cookies=cookies)
         verified = await self.http.post_json(

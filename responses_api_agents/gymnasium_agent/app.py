@@ -36,9 +36,9 @@ from typing import Any, ClassVar, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ng_cli.config.schema import AgentServerConfig
-from ng_cli.errors import BadRequestError, InvalidOutputError
+from ng_cli.errors import InvalidOutputError
 from ng_cli.servers import AgentServer
-from ng_cli.servers.agent import HopConfig
+from ng_cli.servers.agent import HopConfig, create_params
 from ng_cli.servers.agent_stream import AgentEvents
 from ng_cli.servers.session import RolloutCookies
 from ng_cli.servers.trajectory import add_usage, input_items, user_message
@@ -90,9 +90,7 @@ class GymnasiumAgent(AgentServer[GymnasiumAgentConfig]):
         return await self.respond_once(params, cookies, self.config.model_call, events)
 
     async def run(self, row: dict[str, Any], *, cookies: dict[str, str]) -> dict[str, Any]:
-        params = row.get("responses_create_params")
-        if not isinstance(params, dict):
-            raise BadRequestError("the row has no 'responses_create_params' object")
+        params = create_params(row)
         env_cookies = RolloutCookies(cookies)  # keeps the environment's own Set-Cookie
         answer = await self.post_environment("/reset", row, env_cookies, self.config.env_call)
         info = answer.get("info") if isinstance(answer, dict) else None

@@ -21,9 +21,8 @@ from pydantic import Field
 
 from ng_cli.config.nemo_gym import NemoGymKey
 from ng_cli.config.schema import AgentServerConfig
-from ng_cli.errors import BadRequestError
 from ng_cli.servers import AgentServer
-from ng_cli.servers.agent import HopConfig
+from ng_cli.servers.agent import HopConfig, create_params
 from ng_cli.servers.agent_stream import AgentEvents
 
 __all__ = ["ToolSimulationAgent", "ToolSimulationAgentConfig"]
@@ -58,9 +57,7 @@ class ToolSimulationAgent(AgentServer[ToolSimulationAgentConfig]):
         return await self.respond_once(params, cookies, self.config.model_call, events)
 
     async def run(self, row: dict[str, Any], *, cookies: dict[str, str]) -> dict[str, Any]:
-        params = row.get("responses_create_params")
-        if not isinstance(params, dict):
-            raise BadRequestError("the row has no 'responses_create_params' object")
+        params = create_params(row)
         response = await self.respond(params, cookies=cookies)
         if self.config.skip_verification:
             reward = self.config.skip_verification_reward
