@@ -37,7 +37,7 @@ __all__ = ["ProfileConfig", "ProfileResult", "TaskStats", "check_pass_rate_range
 _HASH_CHUNK_BYTES = 1 << 20
 
 
-def check_pass_rate_range(_cls: Any, value: tuple[float, float] | None) -> tuple[float, float] | None:
+def check_pass_rate_range(value: tuple[float, float] | None) -> tuple[float, float] | None:
     """`keep_pass_rate`'s rule: [lo, hi] with 0 <= lo <= hi <= 1."""
     if value is not None and not 0.0 <= value[0] <= value[1] <= 1.0:
         raise ValueError(f"expected [lo, hi] with 0 <= lo <= hi <= 1, got {list(value)}")

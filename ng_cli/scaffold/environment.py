@@ -42,7 +42,8 @@ RESERVED_NAMES = frozenset(
         *("config_paths", "dotenv_path", "entrypoint", "head_server", "head_server_url", "ray"),
         *("policy_model", "policy_base_url", "policy_api_key", "policy_model_name"),
         # the commands' options (tests/unit/scaffold checks that every command's are listed)
-        *("dry_run", "ready_file", "ready_timeout_s", "verbose", "show_sources", "should_validate_data"),
+        *("dry_run", "ready_file", "ready_timeout_s", "install_requirements", "verbose", "show_sources"),
+        "should_validate_data",
         *("input_jsonl_fpath", "output_jsonl_fpath", "output_html_fpath", "output_dirpath"),
         *("rollouts_jsonl_fpath", "tokenizer_path", "agent_name", "agent_urls", "limit", "mode", "split"),
         *("num_repeats", "num_repeats_add_seed", "num_samples_in_parallel", "responses_create_params"),
