@@ -34,14 +34,17 @@ MEMORY_MB = 128
 CHILDREN, BLOCK_MB = 4, 64
 
 PARENT_AND_CHILDREN = f"""
-import json, os, select, time
+import json, os, select, signal, time
 
 held_r, held_w = os.pipe()
+alive_r, alive_w = os.pipe()
 children = []
 for _ in range({CHILDREN}):
     pid = os.fork()
     if pid == 0:
         os.close(held_r)
+        os.close(alive_r)
+        signal.signal(signal.SIGUSR1, lambda *_: os.write(alive_w, b"%d\\n" % os.getpid()))
         block = bytearray({BLOCK_MB} << 20)
         block[::4096] = b"x" * (len(block) // 4096)  # touch every page: resident, not just reserved
         os.write(held_w, b"%d\\n" % os.getpid())
@@ -49,17 +52,30 @@ for _ in range({CHILDREN}):
         os._exit(0)
     children.append(pid)
 os.close(held_w)
+os.close(alive_w)
 
-held, dead = set(), set()
-while len(held | dead) < len(children):  # each child holds its block, or died trying
-    if select.select([held_r], [], [], 0.05)[0]:
-        held.update(int(pid) for pid in os.read(held_r, 4096).split())
+def reap(dead):
     for pid in set(children) - dead:
         if os.waitpid(pid, os.WNOHANG)[0]:
             dead.add(pid)
-print(json.dumps({{"holding": len(held - dead), "dead": len(dead)}}))
+
+held, dead = set(), set()
+while len(held | dead) < len(children):  # each child held its block, or died trying
+    if select.select([held_r], [], [], 0.05)[0]:
+        held.update(int(pid) for pid in os.read(held_r, 4096).split())
+    reap(dead)
+# A child the OOM killer chose may not be reaped yet when the next one reports: ask each one
+# still counted to answer. A killed child never runs its handler; it is reaped instead.
+alive = set()
+for pid in held - dead:
+    os.kill(pid, signal.SIGUSR1)
+while (held - dead) - alive:
+    if select.select([alive_r], [], [], 0.05)[0]:
+        alive.update(int(pid) for pid in os.read(alive_r, 4096).split())
+    reap(dead)
+print(json.dumps({{"holding": len(alive - dead), "dead": len(dead)}}))
 """
-"""Reports how many children hold their block at once once every child holds it or is dead."""
+"""Reports how many children hold their block at once: each one that held it and still answers."""
 
 
 def run(code: str, **overrides: Any) -> ExecutionResult:
