@@ -27,22 +27,21 @@ itself starting.
 
 from __future__ import annotations
 
-import http.client
-import json
+import math
 import os
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from urllib.parse import urlsplit
 
 from ng_cli.engines.engine_log import EngineFacts, parallelism_problems
 from ng_cli.engines.plan import EngineSpec, InstanceEngines
 from ng_cli.errors import LaunchError, PlacementError
 from ng_cli.launcher.process import Child, Handle, LineSink, spawn_child, tail_text
 from ng_cli.outputs import write_bytes_atomically
+from ng_cli.servers.readiness import poll_until, serves_model
 
-__all__ = ["PROGRESS_EVERY_S", "EngineFleet", "EngineStarter", "NotPlacedYet", "serves_model"]
+__all__ = ["PROGRESS_EVERY_S", "EngineFleet", "EngineStarter", "NotPlacedYet"]
 
 EngineStarter = Callable[[EngineSpec, InstanceEngines, LineSink], tuple[Handle, EngineSpec]]
 """Starts one engine; returns its handle and the spec it really runs (a Ray node's address and ports)."""
@@ -56,31 +55,11 @@ class NotPlacedYet(Exception):
 PROGRESS_EVERY_S = 10.0
 _PROBE_TIMEOUT_S = 1.0
 _REPROBE_S = 1.0
+_ROUND_S = 0.25
+"""How often start-up probes every engine that is not ready yet."""
 _MAX_BACKOFF_S = 30.0
 _NOT_PLACED_RETRY_S = 1.0
 _LAUNCHER = "ng_run"
-
-
-def serves_model(root_url: str, *, api_key: str, model: str, timeout_s: float = _PROBE_TIMEOUT_S) -> bool:
-    """True when `/health` answers 200 and `/v1/models` (with the key) lists `model`."""
-    parts = urlsplit(root_url)
-    connection = http.client.HTTPConnection(parts.hostname or "127.0.0.1", parts.port, timeout=timeout_s)
-    try:
-        connection.request("GET", "/health")
-        health = connection.getresponse()
-        health.read()
-        if health.status != 200:
-            return False
-        connection.request("GET", "/v1/models", headers={"Authorization": f"Bearer {api_key}"})
-        answer = connection.getresponse()
-        if answer.status != 200:
-            return False
-        listed = json.loads(answer.read() or b"{}").get("data") or []
-        return any(isinstance(entry, dict) and entry.get("id") == model for entry in listed)
-    except (OSError, http.client.HTTPException, ValueError, AttributeError):
-        return False
-    finally:
-        connection.close()
 
 
 @dataclass(eq=False)
@@ -159,15 +138,18 @@ class EngineFleet:
     def wait_ready(self, *, should_stop: Callable[[], bool] = lambda: False) -> dict[str, float]:
         """Seconds to ready per engine; LaunchError for a death, a timeout or a parallelism mismatch."""
         next_progress = self.clock() + PROGRESS_EVERY_S
-        waiting = [engine for engine in self.engines if engine.ready_s is None]
-        while waiting:
+
+        def all_ready() -> bool:
+            """One round: probe each started engine, start deferred ones, say who is still awaited."""
+            nonlocal next_progress
             if should_stop():
                 raise LaunchError("start-up interrupted while the engines were starting")
+            waiting = [engine for engine in self.engines if engine.ready_s is None]
             for engine in waiting:
                 if engine.child is None:  # deferred: not spawned yet
                     continue
                 self._check_alive_before_ready(engine)
-                self._probe(engine, force=True)
+                self._probe(engine, force=True)  # LaunchError past the engine's own deadline
             self._start_deferred()
             waiting = [engine for engine in waiting if engine.ready_s is None]
             now = self.clock()
@@ -175,8 +157,9 @@ class EngineFleet:
                 for engine in waiting:
                     self._say(f"waiting for {engine.spec.name}: {self._waiting_text(engine, now)}")
                 next_progress = now + PROGRESS_EVERY_S
-            if waiting:
-                time.sleep(0.25)
+            return not waiting
+
+        poll_until(all_ready, timeout_s=math.inf, first_retry_s=_ROUND_S, max_retry_s=_ROUND_S)
         self._check_parallelism(self.engines)
         return {engine.spec.name: engine.ready_s or 0.0 for engine in self.engines}
 
@@ -379,15 +362,16 @@ class EngineFleet:
         )
 
     def _check_parallelism(self, engines: list[_Engine]) -> None:
-        deadline = time.monotonic() + 2.0  # the relay thread may be a few lines behind
-        while True:
-            problems = [
+        problems: list[str] = []
+
+        def consistent() -> bool:
+            problems[:] = [
                 problem for engine in engines for problem in parallelism_problems(engine.spec, engine.facts)
             ]
-            if not problems or time.monotonic() > deadline:
-                break
-            time.sleep(0.1)
-        if problems:
+            return not problems
+
+        # The relay thread may be a few lines behind the engine's log.
+        if not poll_until(consistent, timeout_s=2.0, first_retry_s=0.1, max_retry_s=0.1):
             raise LaunchError(
                 "the engines do not run the planned parallel layout (read from their own start-up logs):\n  "
                 + "\n  ".join(problems),

@@ -1,36 +1,30 @@
-"""Readiness: poll every server's `GET /health` until it answers, against one deadline.
+"""Readiness of ng_run's servers: every server's `GET /health`, against one deadline.
 
-Probes use the standard library (`http.client`), so the launcher stays light. Because the
-launcher binds each socket before spawn, a probe's connection is accepted by the kernel at once
-and its request simply waits in the backlog until the child serves: the answer arrives the
-moment the child is ready. A refused connection (a server that binds its own port) is retried
-quickly at first (a few ms), then backing off, so start-up stays fast without spinning.
-One thread per server; a child that exits before it is ready fails the wait at once.
+Because the launcher binds each socket before spawn, a probe's connection is accepted by the
+kernel at once and its request simply waits in the backlog until the child serves: the answer
+arrives the moment the child is ready. One thread per server, each polling through
+`servers.readiness.poll_until`; a child that exits before it is ready fails the wait at once.
 """
 
 from __future__ import annotations
 
-import http.client
 import threading
 import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
-from urllib.parse import urlsplit
 
 from ng_cli.errors import LaunchError
+from ng_cli.servers.readiness import poll_until, probe_health
 
 __all__ = [
     "ExitedBeforeReadyError",
     "NotReadyError",
     "Target",
     "probe_all",
-    "probe_health",
     "wait_until_ready",
 ]
 
-_FIRST_RETRY_S = 0.005
-_MAX_RETRY_S = 0.1
 _PROBE_TIMEOUT_S = 0.25
 """One probe waits at most this long, so a death or a stop request is noticed promptly."""
 
@@ -58,19 +52,6 @@ class ExitedBeforeReadyError(NotReadyError):
     def __init__(self, message: str, *, name: str, exit_code: int) -> None:
         super().__init__(message, name=name)
         self.exit_code = exit_code
-
-
-def probe_health(url: str, *, timeout_s: float) -> bool:
-    """True if `GET <url>/health` answers 200 within `timeout_s`; any failure is False."""
-    parts = urlsplit(url)
-    connection = http.client.HTTPConnection(parts.hostname or "127.0.0.1", parts.port, timeout=timeout_s)
-    try:
-        connection.request("GET", "/health")
-        return connection.getresponse().status == 200
-    except (OSError, http.client.HTTPException):
-        return False
-    finally:
-        connection.close()
 
 
 def probe_all(urls: Mapping[str, str], *, timeout_s: float) -> dict[str, bool]:
@@ -118,24 +99,23 @@ def wait_until_ready(
 
 
 def _wait_one(target: Target, started: float, deadline: float, cancelled: threading.Event) -> float:
-    retry_s = _FIRST_RETRY_S
-    while not cancelled.is_set():
+    def exited() -> None:
         code = target.exit_code()
         if code is not None:
             raise ExitedBeforeReadyError(
                 f"'{target.name}' exited before it was ready", name=target.name, exit_code=code
             )
-        now = time.monotonic()
-        if now >= deadline:
-            raise NotReadyError(
-                f"'{target.name}' did not answer {target.url}/health within {deadline - started:.0f} s",
-                name=target.name,
-                hint="raise the deadline with +ready_timeout_s=<seconds> if it is just slow to start",
-            )
-        probe_started = now
-        if probe_health(target.url, timeout_s=min(_PROBE_TIMEOUT_S, deadline - now)):
-            return time.monotonic() - started
-        if time.monotonic() - probe_started < _PROBE_TIMEOUT_S / 2:  # refused at once: back off
-            time.sleep(retry_s)
-            retry_s = min(retry_s * 2, _MAX_RETRY_S)
+
+    def answers() -> bool:
+        return probe_health(
+            target.url, timeout_s=max(0.001, min(_PROBE_TIMEOUT_S, deadline - time.monotonic()))
+        )
+
+    ready = poll_until(answers, timeout_s=deadline - time.monotonic(), check=exited, cancelled=cancelled)
+    if not ready and not cancelled.is_set():
+        raise NotReadyError(
+            f"'{target.name}' did not answer {target.url}/health within {deadline - started:.0f} s",
+            name=target.name,
+            hint="raise the deadline with +ready_timeout_s=<seconds> if it is just slow to start",
+        )
     return time.monotonic() - started

@@ -40,7 +40,6 @@ from ng_cli.launcher.health import (
     ExitedBeforeReadyError,
     NotReadyError,
     Target,
-    probe_health,
     wait_until_ready,
 )
 from ng_cli.launcher.plan import ServerPlan, StackPlan
@@ -57,6 +56,7 @@ from ng_cli.launcher.process import (
 )
 from ng_cli.model_server.admin_routes import ADMIN_ROUTES
 from ng_cli.outputs import write_bytes_atomically
+from ng_cli.servers.readiness import probe_health
 from ng_cli.servers.spec import write_spec
 
 if TYPE_CHECKING:

@@ -32,6 +32,7 @@ from ng_cli.config.schema import ServerConfig
 from ng_cli.servers.app import JSONResponse, build_app, read_json_object
 from ng_cli.servers.base import BaseServer
 from ng_cli.servers.loading import load_server_class
+from ng_cli.servers.readiness import poll_until, probe_health
 from ng_cli.servers.spec import ServerAddress, ServerSpec, write_spec
 
 __all__ = [
@@ -75,13 +76,15 @@ def serve_in_thread(app: ASGIApp, *, startup_timeout_s: float = 120.0) -> Iterat
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
-    deadline = time.monotonic() + startup_timeout_s
-    while not server.started:
+
+    def thread_alive() -> None:
         if not thread.is_alive():
             raise RuntimeError("uvicorn's thread ended before the app started (its lifespan failed?)")
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"uvicorn did not start within {startup_timeout_s:g} s")
-        time.sleep(0.01)
+
+    if not poll_until(
+        lambda: server.started, timeout_s=startup_timeout_s, check=thread_alive, max_retry_s=0.01
+    ):
+        raise RuntimeError(f"uvicorn did not start within {startup_timeout_s:g} s")
     try:
         yield f"http://127.0.0.1:{port}"
     finally:
@@ -378,16 +381,11 @@ def serve_in_child(
 
 
 def _wait_for_health(server: ChildServer, *, timeout_s: float) -> None:
-    deadline = time.monotonic() + timeout_s
-    while True:
+    def running() -> None:
         if server.process.poll() is not None:
             raise RuntimeError(
                 f"the server process exited with code {server.process.returncode} before it was ready"
             )
-        try:
-            with urllib.request.urlopen(f"{server.url}/health", timeout=1):
-                return
-        except OSError:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.05)
+
+    if not poll_until(lambda: probe_health(server.url, timeout_s=1.0), timeout_s=timeout_s, check=running):
+        raise RuntimeError(f"the server did not answer {server.url}/health within {timeout_s:g} s")

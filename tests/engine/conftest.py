@@ -16,8 +16,9 @@ from typing import Any
 import openai
 import pytest
 
-from ng_cli.toolchain.local_vllm import VllmServer, build_tiny_model
+from ng_cli.toolchain.local_vllm import build_tiny_model
 from tests.fixtures.engine_env import require_vllm_env
+from tests.fixtures.vllm_engine import VllmServer
 
 HERE = Path(__file__).parent
 EMBEDDED_MODEL_DIR = HERE.parents[1] / "models" / "tiny-weather"

@@ -19,9 +19,9 @@ from typing import Any
 import pytest
 
 from ng_cli.quickstart.plan import write_env_file
-from ng_cli.toolchain.local_vllm import VllmServer
 from tests.fixtures.stack.harness import MARKER_VAR, marked_pids
 from tests.fixtures.stack_process import console_script
+from tests.fixtures.vllm_engine import VllmServer
 
 ROOT = Path(__file__).resolve().parents[2]
 REPEATS = 3

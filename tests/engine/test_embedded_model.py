@@ -29,8 +29,9 @@ import pytest
 
 from ng_cli.quickstart.plan import EMBEDDED_MODEL
 from ng_cli.rollouts.resume import OutputPaths
-from ng_cli.toolchain.local_vllm import VllmServer, vllm_venv_python
+from ng_cli.toolchain.local_vllm import vllm_venv_python
 from tests.fixtures.stack.harness import MARKER_VAR, marked_pids
+from tests.fixtures.vllm_engine import VllmServer
 
 ROOT = Path(__file__).resolve().parents[2]
 MODEL_DIR = ROOT / EMBEDDED_MODEL

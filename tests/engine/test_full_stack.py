@@ -42,9 +42,9 @@ from ng_cli.protocol.responses import Response, ResponsesRequest
 from ng_cli.quickstart.plan import EXAMPLE_AGENT, EXAMPLE_INPUT, write_env_file
 from ng_cli.rollouts.failures import FailureKind
 from ng_cli.rollouts.resume import OutputPaths
-from ng_cli.toolchain.local_vllm import VllmServer
 from tests.fixtures.stack.harness import MARKER_VAR, marked_pids
 from tests.fixtures.stack_process import StackProcess
+from tests.fixtures.vllm_engine import VllmServer
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent

@@ -21,8 +21,8 @@ from openai.types.responses import Response, ResponseFunctionToolCall
 from ng_cli.servers.loading import load_server_class
 from ng_cli.servers.spec import ServerAddress
 from ng_cli.servers.testing import serve_in_thread
-from ng_cli.toolchain.local_vllm import VllmServer
 from tests.fixtures.model_server import serve_model
+from tests.fixtures.vllm_engine import VllmServer
 
 REPO = Path(__file__).resolve().parents[2]
 WEATHER = {

@@ -17,8 +17,8 @@ import aiohttp
 import orjson
 import pytest
 
-from ng_cli.toolchain.local_vllm import VllmServer
 from tests.fixtures.model_server import serve_model
+from tests.fixtures.vllm_engine import VllmServer
 
 WEATHER_TOOL = {
     "type": "function",

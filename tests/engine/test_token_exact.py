@@ -25,10 +25,11 @@ from typer.testing import CliRunner
 
 from ng_cli.commands.check_tokens import app as check_tokens_app
 from ng_cli.tokens.chat_template import ChatTokenizer
-from ng_cli.toolchain.local_vllm import VllmServer, build_tiny_model
+from ng_cli.toolchain.local_vllm import build_tiny_model
 from tests.fixtures.model_server import serve_model
 from tests.fixtures.tokens.engine_checks import generated_texts, parser_mismatches, tail_mismatches
 from tests.fixtures.tokens.rollouts import SYSTEM, WEATHER_TOOL, Run, collect_both_ways
+from tests.fixtures.vllm_engine import VllmServer
 
 ROLLOUTS = int(os.environ.get("NG_TOKEN_EXACT_ROLLOUTS", "200"))
 CITY = "(Paris|London|Tokyo|Berlin)"

@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 
 from ng_cli.tokens.chat_template import ChatTokenizer
-from ng_cli.toolchain.local_vllm import VllmServer
 from tests.fixtures.tokens.engine_checks import generated_texts, parser_mismatches, tail_mismatches
 from tests.fixtures.tokens.rollouts import Run, collect_both_ways
+from tests.fixtures.vllm_engine import VllmServer
 
 ROOT = Path(__file__).resolve().parents[2]
 MODEL_DIR = ROOT / "models" / "tiny-weather"

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from ng_cli.toolchain.local_vllm import VllmServer
+from tests.fixtures.vllm_engine import VllmServer
 
 WEATHER_TOOL = {
     "type": "function",

@@ -16,8 +16,8 @@ import pytest
 from ng_cli.conversion import to_chat_request
 from ng_cli.errors import ConfigError
 from ng_cli.protocol.responses import ResponsesRequest
-from ng_cli.toolchain.local_vllm import VllmServer
 from tests.fixtures.model_server import make_server, serve_model
+from tests.fixtures.vllm_engine import VllmServer
 
 WEATHER_TOOL = {
     "type": "function",

@@ -19,10 +19,10 @@ from ng_cli.launcher.health import (
     ExitedBeforeReadyError,
     NotReadyError,
     Target,
-    probe_health,
     wait_until_ready,
 )
 from ng_cli.launcher.ports import bind_listener
+from ng_cli.servers.readiness import probe_health
 
 pytestmark = pytest.mark.integration
 
