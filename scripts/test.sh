@@ -29,7 +29,10 @@ echo "== mypy"
 echo "== pytest"
 set +e
 # --durations: where CI time goes, in every log (the slowest 25 phases: setup, call, teardown).
-NG_REQUIRE_ENGINE=1 NG_REQUIRE_BROWSER=1 NG_REQUIRE_RAY=1 .venv/bin/python -m pytest -p no:cacheprovider --durations=25 "$@"
+# Two xdist workers (CI has 2 cores): the engine and Ray tests run on one of them, in one group
+# (tests/conftest.py), while the rest share both.
+NG_REQUIRE_ENGINE=1 NG_REQUIRE_BROWSER=1 NG_REQUIRE_RAY=1 .venv/bin/python -m pytest -p no:cacheprovider \
+    -n 2 --dist loadgroup --durations=25 "$@"
 code=$?
 set -e
 if [ "$code" -eq 5 ]; then

@@ -135,7 +135,11 @@ def test_every_bench_script_has_a_smoke_run_or_a_reason() -> None:
     assert scripts == {smoke.script for smoke in SMOKES} | set(NOT_RUN_HERE)
 
 
-@pytest.mark.parametrize("smoke", SMOKES, ids=_id)
+@pytest.mark.parametrize(
+    "smoke",
+    [pytest.param(smoke, marks=[pytest.mark.engine] if smoke.engine else []) for smoke in SMOKES],
+    ids=_id,
+)
 def test_bench_script_runs_on_its_smallest_setting(smoke: Smoke, tmp_path: Path) -> None:
     if smoke.heavy and os.environ.get("NG_BENCH_SMOKE_ALL") != "1":
         pytest.skip(

@@ -15,7 +15,7 @@ import pytest
 from tests.fixtures.ray_required import require_ray
 from tests.fixtures.stack.harness import STACK_ROOT, run_script
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.ray]
 
 _RUN_WITHOUT_RAY = """
 import io, sys

@@ -21,7 +21,7 @@ import pytest
 
 from tests.fixtures.ray_required import require_ray
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.ray]
 require_ray()
 
 _FAKE_ENGINE = """#!/bin/sh

@@ -28,7 +28,7 @@ import pytest
 from tests.fixtures.ray_required import require_ray
 from tests.fixtures.stack.harness import MARKER_VAR, SECRET, Launcher, marked_pids, run_script
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.ray]
 
 require_ray()
 
