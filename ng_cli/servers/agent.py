@@ -87,21 +87,37 @@ class AgentServer(BaseServer[AC]):
         """seed_session -> respond -> verify; returns the verify answer (row + response + reward)."""
         params = create_params(row)
         cookies = RolloutCookies(cookies)  # a server's own session cookie travels to later calls
-        await self.http.post_json(f"{self.resources_url}/seed_session", row, cookies=cookies)
+        await self.post_resources("/seed_session", row, cookies=cookies)
         response = await self.respond(params, cookies=cookies)
-        verified = await self.http.post_json(
-            f"{self.resources_url}/verify", {**row, "response": response}, cookies=cookies
-        )
+        verified = await self.post_resources("/verify", {**row, "response": response}, cookies=cookies)
         return dict(verified)
+
+    async def post_resources(self, path: str, payload: Any, **kwargs: Any) -> Any:
+        """POST to the resources server once; if it cannot be reached and the head says it has
+        moved (restarted on another node), once more at its new address."""
+        try:
+            return await self.http.post_json(f"{self.resources_url}{path}", payload, **kwargs)
+        except UpstreamUnavailableError:
+            if not await self.follow_moves():
+                raise
+            return await self.http.post_json(f"{self.resources_url}{path}", payload, **kwargs)
 
     async def call_model(
         self, body: dict[str, Any], cookies: dict[str, str], hop: HopConfig
     ) -> dict[str, Any]:
         """One `POST /v1/responses` to the model server, retried as `hop` says; its Response."""
         url = f"{self.model_url}/v1/responses"
-        answer = await self.http.post_json_with_retry(
-            url, body, retry=hop.retry(), cookies=cookies, timeouts=hop.timeouts()
-        )
+        try:
+            answer = await self.http.post_json_with_retry(
+                url, body, retry=hop.retry(), cookies=cookies, timeouts=hop.timeouts()
+            )
+        except UpstreamUnavailableError:
+            if not await self.follow_moves():  # the model server restarted elsewhere?
+                raise
+            url = f"{self.model_url}/v1/responses"
+            answer = await self.http.post_json_with_retry(
+                url, body, retry=hop.retry(), cookies=cookies, timeouts=hop.timeouts()
+            )
         return checked_response(answer, url)
 
     async def stream_model(
@@ -150,15 +166,17 @@ class AgentServer(BaseServer[AC]):
         """POST to the resources server (`/<tool>`, `/step`, ...), retrying only a connection
         that failed (refused, reset, or a pooled keep-alive connection the server had just
         closed), never after a timeout or an error status: such a call may change the
-        environment's state and must not run twice."""
-        url = f"{self.resources_url}{path}"
+        environment's state and must not run twice. A server the head says has moved is
+        followed to its new address."""
         for attempt in range(1, hop.max_attempts + 1):
             try:
+                url = f"{self.resources_url}{path}"
                 return await self.http.post_json(url, payload, cookies=cookies, timeouts=hop.timeouts())
             except UpstreamUnavailableError:
                 if attempt == hop.max_attempts:
                     raise
-                await asyncio.sleep(hop.retry().delay_s(attempt))
+                if not await self.follow_moves():  # moved (restarted on another node): at once
+                    await asyncio.sleep(hop.retry().delay_s(attempt))
         raise AssertionError("HopConfig.max_attempts must be >= 1")
 
     def setup_routes(self, app: FastAPI) -> None:

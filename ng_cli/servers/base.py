@@ -19,7 +19,7 @@ from fastapi import FastAPI
 
 from ng_cli.config.schema import ServerConfig, ServerRef
 from ng_cli.config.secrets import Redactor
-from ng_cli.errors import ConfigError, NgError
+from ng_cli.errors import ConfigError, NgError, UpstreamError
 from ng_cli.servers.app import build_app
 from ng_cli.servers.http import HttpClient
 from ng_cli.servers.session import SessionMiddleware, SessionSigner
@@ -64,6 +64,25 @@ class BaseServer(Generic[ConfigT]):
                 f"(known: {known})"
             )
         return address.url
+
+    async def follow_moves(self) -> bool:
+        """Re-read where the stack's other servers listen from the head's `/servers`: one restarted
+        on another Ray node (its own node lost) has a new address. True when an address changed;
+        False without a head, or when the head cannot say."""
+        if self.head_url is None:
+            return False
+        try:
+            listed = await self.http.get_json(f"{self.head_url.rstrip('/')}/servers")
+        except UpstreamError:
+            return False
+        changed = False
+        for entry in listed if isinstance(listed, list) else []:
+            name, url = (entry.get("name"), entry.get("url")) if isinstance(entry, dict) else (None, None)
+            known = self.servers.get(name) if isinstance(name, str) else None
+            if known is not None and isinstance(url, str) and url and url != known.url:
+                self.servers[str(name)] = known.model_copy(update={"url": url})
+                changed = True
+        return changed
 
     def setup_routes(self, app: FastAPI) -> None:
         """Add this server's routes. The base adds none."""
