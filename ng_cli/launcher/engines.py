@@ -53,7 +53,6 @@ class NotPlacedYet(Exception):
 
 
 PROGRESS_EVERY_S = 10.0
-_PROBE_TIMEOUT_S = 1.0
 _REPROBE_S = 1.0
 _ROUND_S = 0.25
 """How often start-up probes every engine that is not ready yet."""
