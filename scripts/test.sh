@@ -27,16 +27,39 @@ echo "== mypy"
 .venv/bin/mypy
 
 echo "== pytest"
+# --durations: where CI time goes, in every log (the slowest phases: setup, call, teardown).
+# No arguments: two pytest processes at once on CI's two cores, every test that starts a vLLM
+# engine or a Ray cluster in one (one engine or cluster at a time), the rest in the other; the
+# second one's log is printed after the first. Arguments (paths, -k, -m ...): one process.
+export NG_REQUIRE_ENGINE=1 NG_REQUIRE_BROWSER=1 NG_REQUIRE_RAY=1
+pytest=(.venv/bin/python -m pytest -p no:cacheprovider)
 set +e
-# --durations: where CI time goes, in every log (the slowest 25 phases: setup, call, teardown).
-# Two xdist workers (CI has 2 cores): the engine and Ray tests run on one of them, in one group
-# (tests/conftest.py), while the rest share both.
-NG_REQUIRE_ENGINE=1 NG_REQUIRE_BROWSER=1 NG_REQUIRE_RAY=1 .venv/bin/python -m pytest -p no:cacheprovider \
-    -n 2 --dist loadgroup --durations=25 "$@"
-code=$?
-set -e
-if [ "$code" -eq 5 ]; then
-  echo "pytest collected no tests: that is a failure here" >&2
-  exit 1
+if [ "$#" -gt 0 ]; then
+  "${pytest[@]}" --durations=25 "$@"
+  codes=("$?")
+else
+  rest_log=$(mktemp)
+  "${pytest[@]}" --durations=25 -m "not engine and not ray" >"$rest_log" 2>&1 &
+  rest=$!
+  echo "== pytest -m 'engine or ray' (the other tests run beside it: their log follows)"
+  "${pytest[@]}" --durations=25 -m "engine or ray"
+  heavy_code=$?
+  wait "$rest"
+  rest_code=$?
+  echo "== pytest -m 'not engine and not ray'"
+  cat "$rest_log"
+  rm -f "$rest_log"
+  codes=("$heavy_code" "$rest_code")
 fi
-exit "$code"
+set -e
+for code in "${codes[@]}"; do
+  if [ "$code" -eq 5 ]; then
+    echo "pytest collected no tests: that is a failure here" >&2
+    exit 1
+  fi
+done
+for code in "${codes[@]}"; do
+  if [ "$code" -ne 0 ]; then
+    exit "$code"
+  fi
+done
