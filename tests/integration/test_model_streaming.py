@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterator
 from contextlib import ExitStack, contextmanager
-from pathlib import Path
 from typing import Any
 
 import aiohttp
@@ -18,14 +17,11 @@ import openai
 import orjson
 import pytest
 
-from ng_cli.config.schema import validate_block
-from ng_cli.servers.loading import load_server_class
 from ng_cli.servers.testing import serve_in_thread
+from tests.fixtures.served_model import STUB_MODEL, VLLM_MODEL_APP, make_model_server
 from tests.fixtures.stub_vllm import StubVllm, prompt_ids, reply_ids
 
 pytestmark = pytest.mark.integration
-
-APP = Path(__file__).resolve().parents[2] / "responses_api_models" / "vllm_model" / "app.py"
 
 
 @contextmanager
@@ -33,18 +29,14 @@ def serve_over(stubs: list[StubVllm], max_event_bytes: int | None = None, **over
     """vllm_model over in-thread stubs (reading event lines up to `max_event_bytes`); its URL."""
     with ExitStack() as stack:
         roots = [stack.enter_context(serve_in_thread(stub.build_app())) for stub in stubs]
-        block: dict[str, Any] = {
+        block = {
             "base_url": [f"{root}/v1" for root in roots],
-            "api_key": "stub-key",
-            "model": "stub-model",
-            "return_token_id_information": False,
-            "uses_reasoning_parser": False,
+            **STUB_MODEL,
             "health_probe_interval_s": 0.5,
             "backoff_s": 0.01,
             **overrides,
         }
-        server_class = load_server_class(APP)
-        server = server_class(validate_block(server_class.config_class, block=block), name="policy_model")
+        server = make_model_server(VLLM_MODEL_APP, block)
         if max_event_bytes is not None:
             server.http.max_event_bytes = max_event_bytes
         yield stack.enter_context(serve_in_thread(server.build_app()))
