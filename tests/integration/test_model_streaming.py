@@ -70,14 +70,7 @@ async def test_a_500_before_the_first_byte_fails_over(client: Any) -> None:
 async def test_a_stream_cut_after_the_first_byte_ends_with_an_error_event(client: Any) -> None:
     with serve_over([StubVllm(fault="stream_cut")]) as url:
         stream = await client(url).responses.create(model="m", input="hello", stream=True)
-        seen: list[str] = []
-
-        async def read_all() -> None:
-            async for event in stream:
-                seen.append(event.type)
-
-        with pytest.raises(openai.APIError, match=r"unreachable"):
-            await read_all()
+        seen = await _event_types_until_error(stream, r"unreachable")
         assert seen[:2] == ["response.created", "response.in_progress"]
         assert "response.output_text.delta" in seen  # bytes had gone out: no failover, an error event
 
@@ -93,14 +86,7 @@ async def test_a_stream_that_ends_without_done_is_an_error_never_a_finished_answ
     Before: the Response was `completed` with the cut text, and chat got a `[DONE]` of ours."""
     with serve_over([StubVllm(fault="stream_truncated")]) as url:
         stream = await client(url).responses.create(model="m", input="hello", stream=True)
-        seen: list[str] = []
-
-        async def read_all() -> None:
-            async for event in stream:
-                seen.append(event.type)
-
-        with pytest.raises(openai.APIError, match=r"ended its event stream before it was complete"):
-            await read_all()
+        seen = await _event_types_until_error(stream, r"ended its event stream before it was complete")
         assert "response.output_text.delta" in seen
         assert "response.completed" not in seen
         assert "response.incomplete" not in seen
@@ -117,14 +103,7 @@ async def test_vllms_error_chunk_mid_stream_is_an_error_never_a_finished_answer(
     `completed` with the text up to the failure."""
     with serve_over([StubVllm(fault="stream_error")]) as url:
         stream = await client(url).responses.create(model="m", input="hello", stream=True)
-        seen: list[str] = []
-
-        async def read_all() -> None:
-            async for event in stream:
-                seen.append(event.type)
-
-        with pytest.raises(openai.APIError, match=r"EngineCore died mid-generation"):
-            await read_all()
+        seen = await _event_types_until_error(stream, r"EngineCore died mid-generation")
         assert "response.output_text.delta" in seen
         assert "response.completed" not in seen
 
@@ -228,6 +207,19 @@ async def test_streamed_tool_call_arguments_add_up(client: Any) -> None:
     pieces = [e.delta for e in events if e.type == "response.function_call_arguments.delta"]
     assert "".join(pieces) == call.arguments
     assert call.name == "lookup"
+
+
+async def _event_types_until_error(stream: Any, match: str) -> list[str]:
+    """The types of a Responses stream's events, read until the stream raises the APIError `match` says."""
+    seen: list[str] = []
+
+    async def read_all() -> None:
+        async for event in stream:
+            seen.append(event.type)
+
+    with pytest.raises(openai.APIError, match=match):
+        await read_all()
+    return seen
 
 
 async def _drain(stream: Any) -> None:
