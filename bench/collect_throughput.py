@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+from _options import add_out_option
 from rich.console import Console
 from rich.table import Table
 
@@ -236,12 +237,7 @@ def main() -> None:
     )
     parser.add_argument("--levels", default=",".join(map(str, ROLLOUTS_AT)), help="concurrency levels")
     parser.add_argument("--scale", type=float, default=1.0, help="multiply the rollouts per level")
-    parser.add_argument(
-        "--out",
-        type=Path,
-        default=RESULTS,
-        help="the results file (default: %(default)s; a smoke run writes elsewhere)",
-    )
+    add_out_option(parser, RESULTS)
     args = parser.parse_args()
     console = Console(width=150)
     levels = []

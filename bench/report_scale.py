@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+from _options import add_out_option
 from rich.console import Console
 from rich.table import Table
 
@@ -179,12 +180,7 @@ def main() -> None:
     )
     parser.add_argument("--sizes", default="1000,10000,100000")
     parser.add_argument("--no-browser", action="store_true")
-    parser.add_argument(
-        "--out",
-        type=Path,
-        default=RESULTS,
-        help="the results file (default: %(default)s; a smoke run writes elsewhere)",
-    )
+    add_out_option(parser, RESULTS)
     args = parser.parse_args()
     rows: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory() as tmp:

@@ -29,6 +29,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from _options import add_out_option
 from rich.console import Console
 from rich.table import Table
 
@@ -96,12 +97,7 @@ def main() -> None:
     parser.add_argument("--delay-s", type=float, default=0.5, help="each stub generation takes this long")
     parser.add_argument("--outage-s", type=float, default=60.0)
     parser.add_argument("--kill-at-s", type=float, default=20.0)
-    parser.add_argument(
-        "--out",
-        type=Path,
-        default=RESULTS,
-        help="the results file (default: %(default)s; a smoke run writes elsewhere)",
-    )
+    add_out_option(parser, RESULTS)
     args = parser.parse_args()
 
     console = Console()

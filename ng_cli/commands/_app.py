@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar
@@ -26,17 +26,21 @@ from rich.text import Text
 from ng_cli.errors import NgError
 
 if TYPE_CHECKING:
+    from pydantic import BaseModel
+
     from ng_cli.config.compose import ComposedConfig
 
 __all__ = [
     "EXIT_INTERRUPTED",
     "ConfigFiles",
     "Verbose",
+    "command_config",
     "composed_config",
     "make_app",
     "make_console",
     "overrides_argument",
     "print_error",
+    "read_options",
     "reported_errors",
     "run_command",
     "wants_verbose",
@@ -67,6 +71,7 @@ def overrides_argument(help_text: str) -> Any:
 
 
 T = TypeVar("T")
+M = TypeVar("M", bound="BaseModel")
 _VERBOSE = re.compile(r"^\+{0,2}verbose=(.*)$")
 
 
@@ -108,6 +113,47 @@ def composed_config(
     args = with_config_files(overrides, config_files)
     with reported_errors(verbose=verbose or wants_verbose(args)):
         yield compose_config(args)
+
+
+@contextmanager
+def command_config(
+    overrides: Sequence[str] | None,
+    model: type[M],
+    *,
+    command: str,
+    verbose: bool,
+    config_files: Sequence[Path | str] | None = None,
+    asks: Mapping[str, tuple[str, str]] | None = None,
+    shared: Mapping[str, type[BaseModel]] | None = None,
+    shared_on_command_line: bool = False,
+) -> Iterator[tuple[M, ComposedConfig]]:
+    """`composed_config` and the command's options read from it (`command_options`, whose keywords
+    these are): every options-reading command's preamble, its errors and the `with` body's reported."""
+    from ng_cli.config.command_options import command_options
+
+    with composed_config(overrides, config_files, verbose=verbose) as composed:
+        options = command_options(
+            composed,
+            model,
+            command=command,
+            asks=asks,
+            shared=shared,
+            shared_on_command_line=shared_on_command_line,
+        )
+        yield options, composed
+
+
+def read_options(
+    overrides: Sequence[str] | None,
+    model: type[M],
+    *,
+    command: str,
+    verbose: bool,
+    asks: Mapping[str, tuple[str, str]] | None = None,
+) -> M:
+    """The options of a command whose work needs nothing else from the config (errors reported)."""
+    with command_config(overrides, model, command=command, verbose=verbose, asks=asks) as (options, _):
+        return options
 
 
 def with_config_files(

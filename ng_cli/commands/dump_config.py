@@ -10,12 +10,12 @@ import typer
 from ng_cli.commands._app import (
     ConfigFiles,
     Verbose,
-    composed_config,
+    command_config,
     make_app,
     make_console,
     overrides_argument,
 )
-from ng_cli.config.command_options import CommandOptions, command_options, options_help
+from ng_cli.config.command_options import CommandOptions, options_help
 from ng_cli.config.render import render_yaml
 from ng_cli.launcher.check import check_instances, print_warnings
 from ng_cli.launcher.plan import engine_plans
@@ -61,10 +61,15 @@ def dump_config(
     verbose: Verbose = False,
 ) -> None:
     """Print the composed config (files < env.yaml < overrides), secrets masked."""
-    with composed_config(overrides, config, verbose=verbose) as composed:
-        options = command_options(
-            composed, DumpConfigOptions, command="ng_dump_config", shared=SHARED, shared_on_command_line=True
-        )
+    with command_config(
+        overrides,
+        DumpConfigOptions,
+        command="ng_dump_config",
+        verbose=verbose,
+        config_files=config,
+        shared=SHARED,
+        shared_on_command_line=True,
+    ) as (options, composed):
         print_warnings(check_instances(composed))  # refuse what ng_run would refuse, as it would
         with_sources = sources or options.show_sources
         engines = engine_plans(composed, env=os.environ, python=None)  # refuses an impossible plan

@@ -9,12 +9,12 @@ import typer
 from ng_cli.commands._app import (
     ConfigFiles,
     Verbose,
-    composed_config,
+    command_config,
     make_app,
     make_console,
     overrides_argument,
 )
-from ng_cli.config.command_options import command_options, options_help
+from ng_cli.config.command_options import options_help
 from ng_cli.e2e import collect_end_to_end
 from ng_cli.rollouts.config import STACK_FILE_COMMANDS, E2EOptions
 
@@ -52,17 +52,18 @@ def e2e_collect(
     verbose: Verbose = False,
 ) -> None:
     """Collate the split, start the stack, collect every row (resumable), stop the stack."""
-    with composed_config(overrides, config, verbose=verbose) as composed:
-        options = command_options(
-            composed,
-            E2EOptions,
-            command="ng_e2e_collect_rollouts",
-            asks={
-                "split": ("which datasets? example, validation or train", _EXAMPLE),
-                "output_jsonl_fpath": ("where do the rollouts go?", _EXAMPLE),
-            },
-            shared=STACK_FILE_COMMANDS,
-        )
+    with command_config(
+        overrides,
+        E2EOptions,
+        command="ng_e2e_collect_rollouts",
+        verbose=verbose,
+        config_files=config,
+        asks={
+            "split": ("which datasets? example, validation or train", _EXAMPLE),
+            "output_jsonl_fpath": ("where do the rollouts go?", _EXAMPLE),
+        },
+        shared=STACK_FILE_COMMANDS,
+    ) as (options, composed):
         code = collect_end_to_end(composed, options, console=make_console(stderr=True))
     raise typer.Exit(code)
 

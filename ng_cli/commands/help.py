@@ -7,16 +7,8 @@ import importlib.metadata
 import importlib.util
 from typing import Annotated
 
-from ng_cli.commands._app import (
-    Verbose,
-    make_app,
-    make_console,
-    overrides_argument,
-    reported_errors,
-    wants_verbose,
-)
-from ng_cli.config.command_options import CommandOptions, command_options, options_help
-from ng_cli.config.compose import compose_config
+from ng_cli.commands._app import Verbose, make_app, make_console, overrides_argument, read_options
+from ng_cli.config.command_options import CommandOptions, options_help
 
 __all__ = ["OPTIONS", "HelpOptions", "app", "command_summaries", "main", "nemo_gym_aliases", "show_help"]
 
@@ -46,8 +38,7 @@ def show_help(
     verbose: Verbose = False,
 ) -> None:
     """List the commands this package installs."""
-    with reported_errors(verbose=verbose or wants_verbose(overrides)):
-        command_options(compose_config(list(overrides or [])), HelpOptions, command="ng_help")
+    read_options(overrides, HelpOptions, command="ng_help", verbose=verbose)
     summaries = command_summaries()
     width = max(map(len, summaries), default=0)
     lines = [f"{name:<{width}}  {summary}" for name, summary in summaries.items()]

@@ -5,16 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated
 
-from ng_cli.commands._app import (
-    Verbose,
-    make_app,
-    make_console,
-    overrides_argument,
-    reported_errors,
-    wants_verbose,
-)
-from ng_cli.config.command_options import CommandOptions, command_options, options_help
-from ng_cli.config.compose import compose_config
+from ng_cli.commands._app import Verbose, command_config, make_app, make_console, overrides_argument
+from ng_cli.config.command_options import CommandOptions, options_help
 from ng_cli.config.nemo_gym_options import not_offered_table
 from ng_cli.scaffold import init_resources_server
 
@@ -71,13 +63,13 @@ def init(
 ) -> None:
     """Create resources_servers/<name>/ (in the current directory) with a tool, a verifier, a config,
     data, tests and a README."""
-    with reported_errors(verbose=verbose or wants_verbose(overrides)):
-        options = command_options(
-            compose_config(list(overrides or [])),
-            InitOptions,
-            command="ng_init_resources_server",
-            asks={"entrypoint": ("which environment? resources_servers/<name>", _EXAMPLE)},
-        )
+    with command_config(
+        overrides,
+        InitOptions,
+        command="ng_init_resources_server",
+        verbose=verbose,
+        asks={"entrypoint": ("which environment? resources_servers/<name>", _EXAMPLE)},
+    ) as (options, _):
         # NeMo Gym writes `Path(entrypoint).resolve()`: relative to the working directory.
         cwd = Path.cwd()
         created = init_resources_server(options.entrypoint, root=cwd)

@@ -9,16 +9,8 @@ from typing import Annotated
 import typer
 from pydantic import Field
 
-from ng_cli.commands._app import (
-    Verbose,
-    make_app,
-    make_console,
-    overrides_argument,
-    reported_errors,
-    wants_verbose,
-)
-from ng_cli.config.command_options import CommandOptions, command_options, options_help
-from ng_cli.config.compose import compose_config
+from ng_cli.commands._app import Verbose, make_app, make_console, overrides_argument, read_options
+from ng_cli.config.command_options import CommandOptions, options_help
 from ng_cli.datasets.benchmarks import Benchmark, find_benchmarks, search_roots
 
 __all__ = ["OPTIONS", "ListBenchmarksOptions", "app", "list_benchmarks", "main"]
@@ -51,10 +43,7 @@ def list_benchmarks(
     verbose: Verbose = False,
 ) -> None:
     """List the benchmarks and whether their data is present."""
-    with reported_errors(verbose=verbose or wants_verbose(overrides)):
-        options = command_options(
-            compose_config(list(overrides or [])), ListBenchmarksOptions, command="ng_list_benchmarks"
-        )
+    options = read_options(overrides, ListBenchmarksOptions, command="ng_list_benchmarks", verbose=verbose)
     roots = search_roots()
     found = find_benchmarks(roots)
     if options.json_format:

@@ -11,16 +11,8 @@ from typing import Annotated, Literal
 
 import typer
 
-from ng_cli.commands._app import (
-    Verbose,
-    make_app,
-    make_console,
-    overrides_argument,
-    reported_errors,
-    wants_verbose,
-)
-from ng_cli.config.command_options import CommandOptions, command_options, options_help
-from ng_cli.config.compose import compose_config
+from ng_cli.commands._app import Verbose, command_config, make_app, make_console, overrides_argument
+from ng_cli.config.command_options import CommandOptions, options_help
 from ng_cli.launcher.server_tests import resolve_server_folder
 
 __all__ = ["OPTIONS", "PipListConfig", "app", "installed_packages", "main", "pip_list"]
@@ -77,8 +69,7 @@ def pip_list(
     verbose: Verbose = False,
 ) -> None:
     """List the packages of the environment every server runs in."""
-    with reported_errors(verbose=verbose or wants_verbose(overrides)):
-        options = command_options(compose_config(list(overrides or [])), PipListConfig, command="ng_pip_list")
+    with command_config(overrides, PipListConfig, command="ng_pip_list", verbose=verbose) as (options, _):
         if options.entrypoint is not None:
             resolve_server_folder(options.entrypoint, cwd=Path.cwd())
     if options.outdated:  # the index is a package registry: pip asks it

@@ -12,14 +12,12 @@ from pydantic import Field
 from ng_cli.commands._app import (
     Verbose,
     _quoted,
+    command_config,
     make_app,
     make_console,
     overrides_argument,
-    reported_errors,
-    wants_verbose,
 )
-from ng_cli.config.command_options import CommandOptions, command_options, options_help
-from ng_cli.config.compose import compose_config
+from ng_cli.config.command_options import CommandOptions, options_help
 from ng_cli.quickstart import QuickstartPlan, run_quickstart
 
 __all__ = ["OPTIONS", "QuickstartOptions", "app", "main", "quickstart"]
@@ -79,8 +77,7 @@ def quickstart(
         *(f"++{key}={_quoted(str(value))}" for key, value in flags.items() if value is not None),
     ]
     setup = os.environ.get(SETUP_SECONDS_ENV)
-    with reported_errors(verbose=verbose or wants_verbose(args)):
-        options = command_options(compose_config(args), QuickstartOptions, command="ng_quickstart")
+    with command_config(args, QuickstartOptions, command="ng_quickstart", verbose=verbose) as (options, _):
         plan = QuickstartPlan.default().with_changes(
             num_repeats=options.num_repeats,
             max_output_tokens=options.max_output_tokens,

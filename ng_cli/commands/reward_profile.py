@@ -7,12 +7,12 @@ from typing import Annotated
 from ng_cli.commands._app import (
     ConfigFiles,
     Verbose,
-    composed_config,
+    command_config,
     make_app,
     make_console,
     overrides_argument,
 )
-from ng_cli.config.command_options import command_options, options_help
+from ng_cli.config.command_options import options_help
 from ng_cli.rollouts.nemo_profile import NemoProfileResult, profile_like_nemo_gym
 from ng_cli.rollouts.profile import ProfileResult, profile_rewards
 from ng_cli.rollouts.profile_options import RewardProfileOptions
@@ -49,13 +49,14 @@ def reward_profile(
     verbose: Verbose = False,
 ) -> None:
     """Write one profile line per task; with +keep_pass_rate, the kept tasks and what was dropped."""
-    with composed_config(overrides, config, verbose=verbose) as composed:
-        options = command_options(
-            composed,
-            RewardProfileOptions,
-            command="ng_reward_profile",
-            asks={"rollouts_jsonl_fpath": ("which rollouts? (the collector's output)", _HINT)},
-        )
+    with command_config(
+        overrides,
+        RewardProfileOptions,
+        command="ng_reward_profile",
+        verbose=verbose,
+        config_files=config,
+        asks={"rollouts_jsonl_fpath": ("which rollouts? (the collector's output)", _HINT)},
+    ) as (options, _):
         nemo_gym_form = options.nemo_gym_form()
         if nemo_gym_form is not None:
             make_console().print(_nemo_report(profile_like_nemo_gym(nemo_gym_form)), highlight=False)

@@ -9,12 +9,12 @@ import typer
 from ng_cli.commands._app import (
     ConfigFiles,
     Verbose,
-    composed_config,
+    command_config,
     make_app,
     make_console,
     overrides_argument,
 )
-from ng_cli.config.command_options import command_options, options_help
+from ng_cli.config.command_options import options_help
 from ng_cli.config.run_options import RunOptions
 from ng_cli.launcher.supervise import launch
 from ng_cli.rollouts.config import STACK_FILE_COMMANDS
@@ -48,8 +48,9 @@ def run(
     verbose: Verbose = False,
 ) -> None:
     """Start the stack, print where each server listens, and supervise it until a signal."""
-    with composed_config(overrides, config, verbose=verbose) as composed:
-        options = command_options(composed, RunOptions, command="ng_run", shared=SHARED)
+    with command_config(
+        overrides, RunOptions, command="ng_run", verbose=verbose, config_files=config, shared=SHARED
+    ) as (options, composed):
         code = launch(composed, console=make_console(), options=options)
     raise typer.Exit(code)
 

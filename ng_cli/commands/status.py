@@ -10,12 +10,12 @@ from pydantic import Field
 from ng_cli.commands._app import (
     ConfigFiles,
     Verbose,
-    composed_config,
+    command_config,
     make_app,
     make_console,
     overrides_argument,
 )
-from ng_cli.config.command_options import CommandOptions, command_options, options_help
+from ng_cli.config.command_options import CommandOptions, options_help
 from ng_cli.errors import NgError, UpstreamHTTPError
 from ng_cli.head import fetch_engines, fetch_servers
 from ng_cli.launcher.health import probe_all
@@ -62,8 +62,14 @@ def status(
     verbose: Verbose = False,
 ) -> None:
     """Print each server and engine of the running stack as up or down, with its URL, pid and node."""
-    with composed_config(overrides, config, verbose=verbose) as composed:
-        options = command_options(composed, StatusOptions, command="ng_status", shared=STACK_FILE_COMMANDS)
+    with command_config(
+        overrides,
+        StatusOptions,
+        command="ng_status",
+        verbose=verbose,
+        config_files=config,
+        shared=STACK_FILE_COMMANDS,
+    ) as (options, composed):
         head_url = head_url_from_config(composed)
         timeout_s = options.probe_timeout_s
         servers = fetch_servers(head_url, timeout_s=timeout_s)

@@ -8,16 +8,8 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-from ng_cli.commands._app import (
-    Verbose,
-    make_app,
-    overrides_argument,
-    print_error,
-    reported_errors,
-    wants_verbose,
-)
-from ng_cli.config.command_options import CommandOptions, command_options, options_help
-from ng_cli.config.compose import compose_config
+from ng_cli.commands._app import Verbose, command_config, make_app, overrides_argument, print_error
+from ng_cli.config.command_options import CommandOptions, options_help
 from ng_cli.errors import DataError
 from ng_cli.launcher.server_tests import resolve_server_folder, run_suite, validate_example_data
 
@@ -55,14 +47,13 @@ def run_tests(
     verbose: Verbose = False,
 ) -> None:
     """Run `python -m pytest <folder>` with this environment's Python; exit with pytest's code."""
-    args = list(overrides or [])
-    with reported_errors(verbose=verbose or wants_verbose(args)):
-        options = command_options(
-            compose_config(args),
-            TestOptions,
-            command="ng_test",
-            asks={"entrypoint": ("which server folder?", _EXAMPLE)},
-        )
+    with command_config(
+        overrides,
+        TestOptions,
+        command="ng_test",
+        verbose=verbose,
+        asks={"entrypoint": ("which server folder?", _EXAMPLE)},
+    ) as (options, _):
         folder = resolve_server_folder(options.entrypoint, cwd=Path.cwd())
         code = run_suite(folder).exit_code
         if options.should_validate_data:

@@ -9,16 +9,8 @@ import typer
 from rich.console import Console
 from rich.text import Text
 
-from ng_cli.commands._app import (
-    Verbose,
-    make_app,
-    make_console,
-    overrides_argument,
-    reported_errors,
-    wants_verbose,
-)
-from ng_cli.config.command_options import CommandOptions, command_options, options_help
-from ng_cli.config.compose import compose_config
+from ng_cli.commands._app import Verbose, command_config, make_app, make_console, overrides_argument
+from ng_cli.config.command_options import CommandOptions, options_help
 from ng_cli.config.nemo_gym_options import not_offered_table
 from ng_cli.config.paths import display_path, repo_root
 from ng_cli.launcher.render import suites_table
@@ -68,8 +60,7 @@ def run_all_tests(
 ) -> None:
     """Run each server folder's test suite and summarise."""
     console = make_console()
-    with reported_errors(verbose=verbose or wants_verbose(overrides)):
-        command_options(compose_config(list(overrides or [])), TestAllOptions, command="ng_test_all")
+    with command_config(overrides, TestAllOptions, command="ng_test_all", verbose=verbose):
         results = [_run(folder, console) for folder in find_server_folders(repo_root())]
     console.print(suites_table(results))
     raise typer.Exit(0 if all(result.passed for result in results) else 1)

@@ -11,12 +11,12 @@ from rich.table import Table
 from ng_cli.commands._app import (
     ConfigFiles,
     Verbose,
-    composed_config,
+    command_config,
     make_app,
     make_console,
     overrides_argument,
 )
-from ng_cli.config.command_options import CommandOptions, command_options, options_help
+from ng_cli.config.command_options import CommandOptions, options_help
 from ng_cli.launcher.plan import head_url_from_config
 from ng_cli.rollouts.config import STACK_FILE_COMMANDS
 from ng_cli.training.client import WeightsClient
@@ -69,20 +69,18 @@ def update_weights(
     verbose: Verbose = False,
 ) -> None:
     """Load a checkpoint into every engine of a running stack and serve it as a new version."""
-    with composed_config(overrides, config, verbose=verbose) as composed:
-        options = command_options(
-            composed,
-            UpdateWeightsOptions,
-            command="ng_update_weights",
-            shared=STACK_FILE_COMMANDS,
-            asks={
-                "path": ("which checkpoint directory?", "ng_update_weights +path=/ckpt/step-3 +version=3"),
-                "version": (
-                    "which version does it become?",
-                    "ng_update_weights +path=/ckpt/step-3 +version=3",
-                ),
-            },
-        )
+    with command_config(
+        overrides,
+        UpdateWeightsOptions,
+        command="ng_update_weights",
+        verbose=verbose,
+        config_files=config,
+        shared=STACK_FILE_COMMANDS,
+        asks={
+            "path": ("which checkpoint directory?", "ng_update_weights +path=/ckpt/step-3 +version=3"),
+            "version": ("which version does it become?", "ng_update_weights +path=/ckpt/step-3 +version=3"),
+        },
+    ) as (options, composed):
         client = WeightsClient.connect(
             head_url_from_config(composed), model_server=options.model_server, timeout_s=options.timeout_s
         )

@@ -8,15 +8,8 @@ from typing import Annotated
 import typer
 from pydantic import Field
 
-from ng_cli.commands._app import (
-    Verbose,
-    make_app,
-    make_console,
-    overrides_argument,
-    reported_errors,
-    wants_verbose,
-)
-from ng_cli.config.command_options import CommandOptions, command_options, options_help
+from ng_cli.commands._app import Verbose, make_app, make_console, overrides_argument, read_options
+from ng_cli.config.command_options import CommandOptions, options_help
 from ng_cli.versions import Versions, installed_versions
 
 __all__ = ["OPTIONS", "VersionOptions", "app", "main", "version"]
@@ -47,10 +40,7 @@ def version(
     verbose: Verbose = False,
 ) -> None:
     """Print the versions, for bug reports and for checking an install."""
-    from ng_cli.config.compose import compose_config
-
-    with reported_errors(verbose=verbose or wants_verbose(overrides)):
-        options = command_options(compose_config(list(overrides or [])), VersionOptions, command="ng_version")
+    options = read_options(overrides, VersionOptions, command="ng_version", verbose=verbose)
     as_json = options.json_format
     versions = installed_versions()
     if as_json:

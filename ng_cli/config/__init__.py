@@ -8,8 +8,9 @@ Names are imported lazily: a server child that only needs `schema` does not pay 
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from ng_cli.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from ng_cli.config.compose import ComposedConfig, compose_config
@@ -65,9 +66,4 @@ __all__ = [
     "validate_block",
 ]
 
-
-def __getattr__(name: str) -> Any:
-    home = _HOMES.get(name)
-    if home is None:
-        raise AttributeError(f"module 'ng_cli.config' has no attribute {name!r}")
-    return getattr(importlib.import_module(f"ng_cli.config.{home}"), name)
+__getattr__ = lazy_exports(__name__, _HOMES)

@@ -9,8 +9,9 @@ Names are imported lazily, so `ng_cli.launcher.ports` alone does not load the se
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from ng_cli.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from ng_cli.launcher.health import probe_all, wait_until_ready
@@ -47,9 +48,4 @@ __all__ = [
     "wait_until_ready",
 ]
 
-
-def __getattr__(name: str) -> Any:
-    home = _HOMES.get(name)
-    if home is None:
-        raise AttributeError(f"module 'ng_cli.launcher' has no attribute {name!r}")
-    return getattr(importlib.import_module(f"ng_cli.launcher.{home}"), name)
+__getattr__ = lazy_exports(__name__, _HOMES)

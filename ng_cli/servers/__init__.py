@@ -6,8 +6,9 @@ Names are imported lazily: a client process (the collector, ng_status) that only
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from ng_cli.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from ng_cli.servers.agent import AgentServer
@@ -58,9 +59,4 @@ __all__ = [
     "tool",
 ]
 
-
-def __getattr__(name: str) -> Any:
-    home = _HOMES.get(name)
-    if home is None:
-        raise AttributeError(f"module 'ng_cli.servers' has no attribute {name!r}")
-    return getattr(importlib.import_module(f"ng_cli.servers.{home}"), name)
+__getattr__ = lazy_exports(__name__, _HOMES)

@@ -5,7 +5,8 @@ base wires the routes and the session cookie; an implementation provides `respon
 override `run`. `/v1/responses` with `stream: true` streams the loop's events
 (`ng_cli.servers.agent_stream`); a client that goes away cancels the loop and its calls.
 `call_model` / `stream_model` make one model call under a `HopConfig` (deadlines, retries) and
-check the Response the loop relies on.
+check the Response the loop relies on. `OneCallAgent` is the base of agents whose `respond` is one
+model call (their config: `OneCallAgentConfig`, with that call's `model_call`).
 """
 
 from __future__ import annotations
@@ -25,7 +26,14 @@ from ng_cli.servers.base import BaseServer
 from ng_cli.servers.http import RetryPolicy, Timeouts, is_retryable
 from ng_cli.servers.session import RolloutCookies, forwarded_cookies
 
-__all__ = ["AgentServer", "HopConfig", "checked_response", "create_params"]
+__all__ = [
+    "AgentServer",
+    "HopConfig",
+    "OneCallAgent",
+    "OneCallAgentConfig",
+    "checked_response",
+    "create_params",
+]
 
 
 class HopConfig(BaseModel):
@@ -145,17 +153,6 @@ class AgentServer(BaseServer[AC]):
                 await asyncio.sleep(hop.retry().delay_s(attempt))
         raise AssertionError("HopConfig.max_attempts must be >= 1")
 
-    async def respond_once(
-        self, params: dict[str, Any], cookies: dict[str, str], hop: HopConfig, events: AgentEvents | None
-    ) -> dict[str, Any]:
-        """One model call for a Responses create body, its Response as it came (streamed to
-        `events` when the client asked for `stream: true`): the `/v1/responses` of agents whose
-        loop is not a tool loop (non_executing_simple_agent, gymnasium_agent, tool_simulation_agent)."""
-        body = {key: value for key, value in params.items() if key != "stream"}
-        if events is None:
-            return await self.call_model(body, cookies, hop)
-        return await self.stream_model(body, cookies, hop, events=events, offset=0)
-
     async def post_environment(
         self,
         path: str,
@@ -196,6 +193,32 @@ class AgentServer(BaseServer[AC]):
         async def run(request: Request) -> JSONResponse:
             row = await read_json_object(request)
             return JSONResponse(await self.run(row, cookies=forwarded_cookies(request)))
+
+
+class OneCallAgentConfig(AgentServerConfig):
+    """An agent whose `/v1/responses` is one model call."""
+
+    model_call: HopConfig = HopConfig()
+    """Deadlines and retries of `POST /v1/responses` on the model server."""
+
+
+OC = TypeVar("OC", bound=OneCallAgentConfig)
+
+
+class OneCallAgent(AgentServer[OC]):
+    """Agents whose loop is not a tool loop (non_executing_simple_agent, gymnasium_agent,
+    tool_simulation_agent): `respond` is one model call, under the config's `model_call`."""
+
+    async def respond(
+        self, params: dict[str, Any], *, cookies: dict[str, str], events: AgentEvents | None = None
+    ) -> dict[str, Any]:
+        """The model's Response to the Responses create body as it came (streamed to `events` when
+        the client asked for `stream: true`)."""
+        body = {key: value for key, value in params.items() if key != "stream"}
+        hop = self.config.model_call
+        if events is None:
+            return await self.call_model(body, cookies, hop)
+        return await self.stream_model(body, cookies, hop, events=events, offset=0)
 
 
 def checked_response(answer: Any, url: str) -> dict[str, Any]:

@@ -19,7 +19,9 @@ import random
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 # Bump when the files written change, so cached directories are rebuilt.
 FORMAT_VERSION = 1
@@ -121,8 +123,12 @@ def _corpus() -> list[str]:
     return lines
 
 
-def _build_tokenizer(out: Path) -> int:
-    """Train the BPE tokenizer, add the special tokens afterwards, write tokenizer.json; return its size."""
+def train_bpe(
+    corpus: list[str], *, vocab_size: int, text_tokens: Sequence[str], isolated: Sequence[str] = ()
+) -> Any:
+    """A Qwen2-style byte-level BPE `tokenizers.Tokenizer` trained on `corpus`, with SPECIAL_TOKENS
+    and `text_tokens` added afterwards; `isolated`: regexes split off before Qwen2's (this file's
+    and train_weather_model.py's tokenizers)."""
     from tokenizers import (
         AddedToken,
         Regex,
@@ -140,23 +146,32 @@ def _build_tokenizer(out: Path) -> int:
     tokenizer.normalizer = normalizers.NFC()
     tokenizer.pre_tokenizer = pre_tokenizers.Sequence(
         [
-            pre_tokenizers.Split(Regex(SPLIT_PATTERN), behavior="isolated"),
+            *(
+                pre_tokenizers.Split(Regex(pattern), behavior="isolated")
+                for pattern in (*isolated, SPLIT_PATTERN)
+            ),
             pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
         ]
     )
     tokenizer.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
-        vocab_size=1024, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False
+        vocab_size=vocab_size, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False
     )
-    tokenizer.train_from_iterator(_corpus(), trainer=trainer)
+    tokenizer.train_from_iterator(corpus, trainer=trainer)
     # Added after training, so no merge ever produces them from ordinary text.
     tokenizer.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in SPECIAL_TOKENS])
-    tokenizer.add_tokens([AddedToken(t, special=False, normalized=False) for t in TEXT_TOKENS])
+    tokenizer.add_tokens([AddedToken(t, special=False, normalized=False) for t in text_tokens])
+    return tokenizer
+
+
+def _build_tokenizer(out: Path) -> int:
+    """Train the BPE tokenizer, write tokenizer.json; return its size."""
+    tokenizer = train_bpe(_corpus(), vocab_size=1024, text_tokens=TEXT_TOKENS)
     tokenizer.save(str(out / "tokenizer.json"))
     return int(tokenizer.get_vocab_size(with_added_tokens=True))
 
 
-def _write_tokenizer_config(out: Path) -> None:
+def write_tokenizer_config(out: Path, chat_template: str = CHAT_TEMPLATE) -> None:
     """Write tokenizer_config.json with the chat template and the Qwen-style special tokens."""
     config = {
         "tokenizer_class": "PreTrainedTokenizerFast",
@@ -167,7 +182,7 @@ def _write_tokenizer_config(out: Path) -> None:
         "unk_token": None,
         "clean_up_tokenization_spaces": False,
         "add_prefix_space": False,
-        "chat_template": CHAT_TEMPLATE,
+        "chat_template": chat_template,
     }
     (out / "tokenizer_config.json").write_text(json.dumps(config, indent=2) + "\n")
 
@@ -271,7 +286,7 @@ def build(out: Path, seed: int, *, experts: int = 0, top_k: int = 4, arch: str =
     with tempfile.TemporaryDirectory(dir=out.parent, prefix=f".{out.name}.") as tmp_name:
         tmp = Path(tmp_name)
         vocab_size = _build_tokenizer(tmp)
-        _write_tokenizer_config(tmp)
+        write_tokenizer_config(tmp)
         ids = json.loads((tmp / "tokenizer.json").read_text())["added_tokens"]
         token_id = {entry["content"]: entry["id"] for entry in ids}
         _build_model(

@@ -37,14 +37,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ng_cli.toolchain.tiny_model import MESSAGES_TEMPLATE, SPLIT_PATTERN
+    from ng_cli.toolchain.tiny_model import MESSAGES_TEMPLATE, train_bpe, write_tokenizer_config
 else:  # this file runs by path under the vLLM venv, where its sibling script is importable by name
-    from tiny_model import MESSAGES_TEMPLATE, SPLIT_PATTERN
+    from tiny_model import MESSAGES_TEMPLATE, train_bpe, write_tokenizer_config
 
-SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 # Ordinary added tokens: vLLM strips special tokens from the text and the hermes parser must see these.
 TEXT_TOKENS = ["<tool_call>", "</tool_call>", "<tool_response>", "</tool_response>"]
-EOS_TOKEN, PAD_TOKEN = "<|im_end|>", "<|endoftext|>"
+EOS_TOKEN = "<|im_end|>"
 VOCAB_SIZE = 1024
 
 # Qwen/Hermes style. Tools are listed compactly, one line each, which keeps an episode ~110 tokens.
@@ -182,47 +181,12 @@ def tokenizer_corpus(pool: Sequence[str]) -> list[str]:
 
 def build_tokenizer(out: Path, pool: Sequence[str]) -> None:
     """Train the byte-level BPE, add special and tool tokens afterwards, write tokenizer files."""
-    from tokenizers import (
-        AddedToken,
-        Regex,
-        Tokenizer,
-        decoders,
-        models,
-        normalizers,
-        pre_tokenizers,
-        trainers,
-    )
-
-    tokenizer = Tokenizer(models.BPE())
-    tokenizer.normalizer = normalizers.NFC()
     # "-" is isolated first (so "-3" copies like "3"), then Qwen2's regex gives one token per digit.
-    tokenizer.pre_tokenizer = pre_tokenizers.Sequence(
-        [
-            pre_tokenizers.Split(Regex("-"), behavior="isolated"),
-            pre_tokenizers.Split(Regex(SPLIT_PATTERN), behavior="isolated"),
-            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
-        ]
+    tokenizer = train_bpe(
+        tokenizer_corpus(pool), vocab_size=VOCAB_SIZE, text_tokens=TEXT_TOKENS, isolated=["-"]
     )
-    tokenizer.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(
-        vocab_size=VOCAB_SIZE, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False
-    )
-    tokenizer.train_from_iterator(tokenizer_corpus(pool), trainer=trainer)
-    tokenizer.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in SPECIAL_TOKENS])
-    tokenizer.add_tokens([AddedToken(t, special=False, normalized=False) for t in TEXT_TOKENS])
     tokenizer.save(str(out / "tokenizer.json"))
-    config = {
-        "tokenizer_class": "PreTrainedTokenizerFast",
-        "model_max_length": 4096,
-        "bos_token": None,
-        "eos_token": EOS_TOKEN,
-        "pad_token": PAD_TOKEN,
-        "unk_token": None,
-        "clean_up_tokenization_spaces": False,
-        "add_prefix_space": False,
-        "chat_template": CHAT_TEMPLATE,
-    }
-    (out / "tokenizer_config.json").write_text(json.dumps(config, indent=2) + "\n")
+    write_tokenizer_config(out, CHAT_TEMPLATE)
 
 
 def render(tokenizer: Any, messages: list[dict[str, Any]]) -> tuple[list[int], list[int]]:

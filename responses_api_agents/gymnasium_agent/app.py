@@ -35,11 +35,8 @@ from typing import Any, ClassVar, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from ng_cli.config.schema import AgentServerConfig
 from ng_cli.errors import InvalidOutputError
-from ng_cli.servers import AgentServer
-from ng_cli.servers.agent import HopConfig, create_params
-from ng_cli.servers.agent_stream import AgentEvents
+from ng_cli.servers.agent import HopConfig, OneCallAgent, OneCallAgentConfig, create_params
 from ng_cli.servers.session import RolloutCookies
 from ng_cli.servers.trajectory import add_usage, input_items, user_message
 
@@ -49,13 +46,11 @@ logger = logging.getLogger(__name__)
 M = TypeVar("M", bound=BaseModel)
 
 
-class GymnasiumAgentConfig(AgentServerConfig):
+class GymnasiumAgentConfig(OneCallAgentConfig):
     """The reset/step agent of Gymnasium-style environments (NeMo Gym's config block unchanged)."""
 
     max_steps: int = Field(default=10, ge=1)
     """Most model turns (and steps) per episode; an episode still running then is `truncated`."""
-    model_call: HopConfig = HopConfig()
-    """Deadlines and retries of `POST /v1/responses` on the model server."""
     env_call: HopConfig = HopConfig(read_s=120.0, total_s=300.0, max_attempts=2)
     """Deadlines of `/reset`, `/step` and `/close`; retried only when the connection failed."""
 
@@ -79,15 +74,11 @@ class EnvStep(BaseModel):
     info: dict[str, Any] = Field(default_factory=dict)
 
 
-class GymnasiumAgent(AgentServer[GymnasiumAgentConfig]):
-    """`/run` is one episode (reset, then a model turn and a step until it ends)."""
+class GymnasiumAgent(OneCallAgent[GymnasiumAgentConfig]):
+    """`/run` is one episode (reset, then a model turn and a step until it ends); `/v1/responses`
+    is one model call (`OneCallAgent`)."""
 
     config_class: ClassVar[type[GymnasiumAgentConfig]] = GymnasiumAgentConfig
-
-    async def respond(
-        self, params: dict[str, Any], *, cookies: dict[str, str], events: AgentEvents | None = None
-    ) -> dict[str, Any]:
-        return await self.respond_once(params, cookies, self.config.model_call, events)
 
     async def run(self, row: dict[str, Any], *, cookies: dict[str, str]) -> dict[str, Any]:
         params = create_params(row)

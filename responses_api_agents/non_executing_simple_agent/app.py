@@ -14,29 +14,19 @@ relayed.
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import ClassVar
 
-from ng_cli.config.schema import AgentServerConfig
-from ng_cli.servers import AgentServer
-from ng_cli.servers.agent import HopConfig
-from ng_cli.servers.agent_stream import AgentEvents
+from ng_cli.servers.agent import OneCallAgent, OneCallAgentConfig
 
 __all__ = ["NonExecutingSimpleAgent", "NonExecutingSimpleAgentConfig"]
 
 
-class NonExecutingSimpleAgentConfig(AgentServerConfig):
+class NonExecutingSimpleAgentConfig(OneCallAgentConfig):
     """One model call per rollout; its tool calls are the answer, never run."""
 
-    model_call: HopConfig = HopConfig()
-    """Deadlines and retries of `POST /v1/responses` on the model server."""
 
-
-class NonExecutingSimpleAgent(AgentServer[NonExecutingSimpleAgentConfig]):
-    """`/v1/responses` is the model's answer; `/run` (seed -> it -> verify) comes from `AgentServer`."""
+class NonExecutingSimpleAgent(OneCallAgent[NonExecutingSimpleAgentConfig]):
+    """`/v1/responses` is the model's answer (`OneCallAgent`); `/run` (seed -> it -> verify) comes
+    from `AgentServer`."""
 
     config_class: ClassVar[type[NonExecutingSimpleAgentConfig]] = NonExecutingSimpleAgentConfig
-
-    async def respond(
-        self, params: dict[str, Any], *, cookies: dict[str, str], events: AgentEvents | None = None
-    ) -> dict[str, Any]:
-        return await self.respond_once(params, cookies, self.config.model_call, events)

@@ -20,19 +20,14 @@ from typing import Any, ClassVar
 from pydantic import Field
 
 from ng_cli.config.nemo_gym import NemoGymKey
-from ng_cli.config.schema import AgentServerConfig
-from ng_cli.servers import AgentServer
-from ng_cli.servers.agent import HopConfig, create_params
-from ng_cli.servers.agent_stream import AgentEvents
+from ng_cli.servers.agent import HopConfig, OneCallAgent, OneCallAgentConfig, create_params
 
 __all__ = ["ToolSimulationAgent", "ToolSimulationAgentConfig"]
 
 
-class ToolSimulationAgentConfig(AgentServerConfig):
+class ToolSimulationAgentConfig(OneCallAgentConfig):
     """One model call per rollout, verified (NeMo Gym's config block unchanged)."""
 
-    model_call: HopConfig = HopConfig()
-    """Deadlines and retries of `POST /v1/responses` on the model server."""
     verify_call: HopConfig = HopConfig(read_s=300.0, total_s=600.0, max_attempts=2)
     """Deadlines of `POST /verify`; retried only when the connection failed."""
     skip_verification: bool = False
@@ -46,15 +41,11 @@ class ToolSimulationAgentConfig(AgentServerConfig):
     }
 
 
-class ToolSimulationAgent(AgentServer[ToolSimulationAgentConfig]):
-    """`/run` = one model call, then `/verify` (no `/seed_session`, as in NeMo Gym)."""
+class ToolSimulationAgent(OneCallAgent[ToolSimulationAgentConfig]):
+    """`/run` = one model call (`OneCallAgent.respond`), then `/verify` (no `/seed_session`, as in
+    NeMo Gym)."""
 
     config_class: ClassVar[type[ToolSimulationAgentConfig]] = ToolSimulationAgentConfig
-
-    async def respond(
-        self, params: dict[str, Any], *, cookies: dict[str, str], events: AgentEvents | None = None
-    ) -> dict[str, Any]:
-        return await self.respond_once(params, cookies, self.config.model_call, events)
 
     async def run(self, row: dict[str, Any], *, cookies: dict[str, str]) -> dict[str, Any]:
         params = create_params(row)

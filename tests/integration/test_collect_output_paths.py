@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+
+from tests.fixtures.commands import ng
 
 pytestmark = pytest.mark.integration
 
@@ -22,22 +23,16 @@ ROWS = b"".join(b'{"responses_create_params": {"input": "weather in %d?"}}\n' % 
 def collect(cwd: Path, output: str, *extra: str) -> subprocess.CompletedProcess[str]:
     (cwd / "env.yaml").write_text("{}\n")
     env = {**os.environ, "NG_ENV_YAML": str(cwd / "env.yaml"), "COLUMNS": "200"}
-    script = Path(sys.executable).with_name("ng_collect_rollouts")
-    return subprocess.run(
-        [
-            str(script),
-            "+agent_name=a",
-            "+agent_urls.a=http://127.0.0.1:9",
-            "+input_jsonl_fpath=in.jsonl",
-            f"+output_jsonl_fpath={output}",
-            *extra,
-        ],
+    return ng(
+        "ng_collect_rollouts",
+        "+agent_name=a",
+        "+agent_urls.a=http://127.0.0.1:9",
+        "+input_jsonl_fpath=in.jsonl",
+        f"+output_jsonl_fpath={output}",
+        *extra,
         cwd=cwd,
         env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
+        timeout_s=60,
     )
 
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterator
 from contextlib import ExitStack, contextmanager
-from pathlib import Path
 from typing import Any
 
 import aiohttp
@@ -18,14 +17,11 @@ import openai
 import orjson
 import pytest
 
-from ng_cli.config.schema import validate_block
-from ng_cli.servers.loading import load_server_class
 from ng_cli.servers.testing import serve_in_thread
+from tests.fixtures.served_model import STUB_MODEL, VLLM_MODEL_APP, make_model_server
 from tests.fixtures.stub_vllm import StubVllm, prompt_ids, reply_ids
 
 pytestmark = pytest.mark.integration
-
-APP = Path(__file__).resolve().parents[2] / "responses_api_models" / "vllm_model" / "app.py"
 
 
 @contextmanager
@@ -33,18 +29,14 @@ def serve_over(stubs: list[StubVllm], max_event_bytes: int | None = None, **over
     """vllm_model over in-thread stubs (reading event lines up to `max_event_bytes`); its URL."""
     with ExitStack() as stack:
         roots = [stack.enter_context(serve_in_thread(stub.build_app())) for stub in stubs]
-        block: dict[str, Any] = {
+        block = {
             "base_url": [f"{root}/v1" for root in roots],
-            "api_key": "stub-key",
-            "model": "stub-model",
-            "return_token_id_information": False,
-            "uses_reasoning_parser": False,
+            **STUB_MODEL,
             "health_probe_interval_s": 0.5,
             "backoff_s": 0.01,
             **overrides,
         }
-        server_class = load_server_class(APP)
-        server = server_class(validate_block(server_class.config_class, block=block), name="policy_model")
+        server = make_model_server(VLLM_MODEL_APP, block)
         if max_event_bytes is not None:
             server.http.max_event_bytes = max_event_bytes
         yield stack.enter_context(serve_in_thread(server.build_app()))
@@ -78,14 +70,7 @@ async def test_a_500_before_the_first_byte_fails_over(client: Any) -> None:
 async def test_a_stream_cut_after_the_first_byte_ends_with_an_error_event(client: Any) -> None:
     with serve_over([StubVllm(fault="stream_cut")]) as url:
         stream = await client(url).responses.create(model="m", input="hello", stream=True)
-        seen: list[str] = []
-
-        async def read_all() -> None:
-            async for event in stream:
-                seen.append(event.type)
-
-        with pytest.raises(openai.APIError, match=r"unreachable"):
-            await read_all()
+        seen = await _event_types_until_error(stream, r"unreachable")
         assert seen[:2] == ["response.created", "response.in_progress"]
         assert "response.output_text.delta" in seen  # bytes had gone out: no failover, an error event
 
@@ -101,14 +86,7 @@ async def test_a_stream_that_ends_without_done_is_an_error_never_a_finished_answ
     Before: the Response was `completed` with the cut text, and chat got a `[DONE]` of ours."""
     with serve_over([StubVllm(fault="stream_truncated")]) as url:
         stream = await client(url).responses.create(model="m", input="hello", stream=True)
-        seen: list[str] = []
-
-        async def read_all() -> None:
-            async for event in stream:
-                seen.append(event.type)
-
-        with pytest.raises(openai.APIError, match=r"ended its event stream before it was complete"):
-            await read_all()
+        seen = await _event_types_until_error(stream, r"ended its event stream before it was complete")
         assert "response.output_text.delta" in seen
         assert "response.completed" not in seen
         assert "response.incomplete" not in seen
@@ -125,14 +103,7 @@ async def test_vllms_error_chunk_mid_stream_is_an_error_never_a_finished_answer(
     `completed` with the text up to the failure."""
     with serve_over([StubVllm(fault="stream_error")]) as url:
         stream = await client(url).responses.create(model="m", input="hello", stream=True)
-        seen: list[str] = []
-
-        async def read_all() -> None:
-            async for event in stream:
-                seen.append(event.type)
-
-        with pytest.raises(openai.APIError, match=r"EngineCore died mid-generation"):
-            await read_all()
+        seen = await _event_types_until_error(stream, r"EngineCore died mid-generation")
         assert "response.output_text.delta" in seen
         assert "response.completed" not in seen
 
@@ -236,6 +207,19 @@ async def test_streamed_tool_call_arguments_add_up(client: Any) -> None:
     pieces = [e.delta for e in events if e.type == "response.function_call_arguments.delta"]
     assert "".join(pieces) == call.arguments
     assert call.name == "lookup"
+
+
+async def _event_types_until_error(stream: Any, match: str) -> list[str]:
+    """The types of a Responses stream's events, read until the stream raises the APIError `match` says."""
+    seen: list[str] = []
+
+    async def read_all() -> None:
+        async for event in stream:
+            seen.append(event.type)
+
+    with pytest.raises(openai.APIError, match=match):
+        await read_all()
+    return seen
 
 
 async def _drain(stream: Any) -> None:

@@ -25,6 +25,7 @@ from typer.testing import CliRunner
 
 from ng_cli.commands.dump_config import app as dump_app
 from ng_cli.commands.run import app as run_app
+from tests.fixtures.commands import ng
 from tests.fixtures.stub_vllm import StubProcess
 
 pytestmark = pytest.mark.integration
@@ -157,22 +158,17 @@ def test_starts_unchanged_and_collects_scored_rollouts(row: Row, engine: StubPro
             relays = [s["name"] for s in stack["servers"] if s["server_type"] == "environment_servers"]
             agents = [s["name"] for s in stack["servers"] if s["server_type"] == "responses_api_agents"]
             agent = relays[0] if relays else agents[0]  # NeMo Gym's environment server name when there is one
-            collect = subprocess.run(
-                [
-                    str(BIN / "ng_collect_rollouts"),
-                    f"+agent_name={agent}",
-                    f"+head_server_url={stack['head_url']}",
-                    f"+input_jsonl_fpath={_our_rows(files)}",
-                    f"+output_jsonl_fpath={tmp_path / 'out.jsonl'}",
-                    "+limit=2",
-                    "+responses_create_params.max_output_tokens=200",
-                ],
+            collect = ng(
+                "ng_collect_rollouts",
+                f"+agent_name={agent}",
+                f"+head_server_url={stack['head_url']}",
+                f"+input_jsonl_fpath={_our_rows(files)}",
+                f"+output_jsonl_fpath={tmp_path / 'out.jsonl'}",
+                "+limit=2",
+                "+responses_create_params.max_output_tokens=200",
                 cwd=tmp_path,
                 env=env,
-                capture_output=True,
-                text=True,
-                timeout=180,
-                check=False,
+                timeout_s=180,
             )
         finally:
             run.send_signal(signal.SIGTERM)

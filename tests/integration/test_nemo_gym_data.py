@@ -11,7 +11,7 @@ scripted model) and must earn the reward NeMo Gym recorded.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -41,13 +41,6 @@ def _lines(path: Path) -> list[dict[str, Any]]:
 
 def _environment(name: str) -> Any:
     return load_server_class(REPO / "resources_servers" / name / "app.py")
-
-
-@pytest.fixture
-async def client() -> AsyncIterator[HttpClient]:
-    http = HttpClient()
-    yield http
-    await http.close()
 
 
 def test_every_shared_environment_has_its_data_here() -> None:

@@ -16,7 +16,8 @@ from pathlib import Path
 import orjson
 import pytest
 
-from tests.fixtures.new_environment import NAME, make_root, ng
+from tests.fixtures.commands import ng
+from tests.fixtures.new_environment import NAME, make_root
 from tests.fixtures.rollouts.rollout_rows import rollout_row, write_jsonl
 from tests.fixtures.stub_vllm import StubProcess
 

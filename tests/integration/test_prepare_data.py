@@ -11,7 +11,8 @@ from typing import Any
 import orjson
 import pytest
 
-from tests.fixtures.new_environment import NAME, make_root, ng, read_jsonl
+from tests.fixtures.commands import ng
+from tests.fixtures.new_environment import NAME, make_root, read_jsonl
 
 pytestmark = pytest.mark.integration
 

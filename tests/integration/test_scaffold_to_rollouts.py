@@ -20,7 +20,8 @@ from pathlib import Path
 import orjson
 import pytest
 
-from tests.fixtures.new_environment import NAME, make_root, ng, read_jsonl
+from tests.fixtures.commands import ng
+from tests.fixtures.new_environment import NAME, make_root, read_jsonl
 from tests.fixtures.stub_vllm import StubProcess
 
 pytestmark = pytest.mark.integration
@@ -164,14 +165,8 @@ def test_ctrl_c_keeps_finished_rollouts_leaves_no_process_and_resumes(tmp_path: 
         kept = read_jsonl(output)
         assert 1 <= len(kept) < 20
 
-        resumed = subprocess.run(
-            [*command[:-1], "+num_samples_in_parallel=8"],
-            cwd=root,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=False,
+        resumed = ng(
+            "ng_e2e_collect_rollouts", *command[1:-1], "+num_samples_in_parallel=8", cwd=root, env=env
         )
     assert resumed.returncode == 0, resumed.stderr
     rows = read_jsonl(output)

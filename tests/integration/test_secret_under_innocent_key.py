@@ -10,14 +10,13 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 import urllib.request
 from pathlib import Path
 
 import pytest
 
 from ng_cli.servers.testing import serve_in_thread
+from tests.fixtures.commands import ng
 from tests.fixtures.real_chain import MODEL, stack_yaml, start_stack, url_of
 from tests.fixtures.stack.harness import get_json
 from tests.fixtures.stub_vllm import StubVllm
@@ -32,15 +31,7 @@ def run_command(name: str, *args: str, tmp: Path) -> str:
     """A console script on the test's stack config (the key in its private env.yaml); all output."""
     env = {**os.environ, "NG_ENV_YAML": str(tmp / "stack-env.yaml"), "COLUMNS": "200"}
     env.pop("NG_REPO_ROOT", None)
-    done = subprocess.run(
-        [str(Path(sys.executable).with_name(name)), "-c", str(tmp / "stack.yaml"), *args],
-        cwd=tmp,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    done = ng(name, "-c", str(tmp / "stack.yaml"), *args, cwd=tmp, env=env)
     assert done.returncode == 0, done.stdout + done.stderr
     return done.stdout + done.stderr
 

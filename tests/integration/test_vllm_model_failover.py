@@ -11,41 +11,32 @@ import time
 from collections import Counter
 from collections.abc import AsyncIterator, Iterator
 from contextlib import ExitStack, contextmanager
-from pathlib import Path
 from typing import Any
 
 import aiohttp
 import orjson
 import pytest
 
-from ng_cli.config.schema import validate_block
-from ng_cli.servers.loading import load_server_class
 from ng_cli.servers.session import SESSION_COOKIE
 from ng_cli.servers.testing import serve_in_thread
+from tests.fixtures.served_model import STUB_MODEL, VLLM_MODEL_APP, serve_model_server
 from tests.fixtures.stub_vllm import StubProcess, StubVllm
 
 pytestmark = pytest.mark.integration
 
-APP = Path(__file__).resolve().parents[2] / "responses_api_models" / "vllm_model" / "app.py"
-
 
 @contextmanager
 def serve_model(base_urls: list[str], **overrides: Any) -> Iterator[str]:
-    block: dict[str, Any] = {
+    block = {
         "base_url": base_urls,
-        "api_key": "stub-key",
-        "model": "stub-model",
-        "return_token_id_information": False,
-        "uses_reasoning_parser": False,
+        **STUB_MODEL,
         "health_probe_interval_s": 0.5,
         "connect_timeout_s": 1.0,
         "probe_timeout_s": 1.0,
         "backoff_s": 0.01,
         **overrides,
     }
-    server_class = load_server_class(APP)
-    server = server_class(validate_block(server_class.config_class, block=block), name="policy_model")
-    with serve_in_thread(server.build_app()) as url:
+    with serve_model_server(VLLM_MODEL_APP, block) as url:
         yield url
 
 

@@ -13,7 +13,7 @@ from pydantic import ValidationError
 
 from ng_cli.servers import ToolError, VerifyRequest
 from ng_cli.servers.loading import load_server_class
-from ng_cli.servers.testing import validated_configs
+from tests.fixtures.environment_config import check_environment_config
 
 ENV_DIR = Path(__file__).resolve().parents[1]
 Server = load_server_class(ENV_DIR / "app.py")
@@ -163,15 +163,4 @@ def test_example_rows_expect_the_table_totals() -> None:
 
 
 def test_config_file_declares_the_environment_and_its_agent() -> None:
-    configs = validated_configs(
-        ENV_DIR / "configs" / "example_multi_step.yaml",
-        "++policy_model.responses_api_models.vllm_model.entrypoint=app.py",
-    )
-    agent = configs["example_multi_step_simple_agent"]
-    assert (
-        type(configs["example_multi_step"]).__name__ == Server.config_class.__name__
-    )  # loaded anew by the helper
-    assert (agent.resources_server.name, agent.model_server.name) == ("example_multi_step", "policy_model")
-    assert [(d.type, d.jsonl_fpath) for d in agent.datasets] == [
-        ("example", "resources_servers/example_multi_step/data/example.jsonl")
-    ]
+    check_environment_config(ENV_DIR, Server)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import AsyncIterator
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -43,13 +42,6 @@ def chain_policy(request: dict[str, Any]) -> list[dict[str, Any]]:
         return [function_call("get_order_total", {"order_id": order}) for order in last["order_ids"]]
     total = sum((Decimal(str(o["total"])) for o in outputs if "total" in o), Decimal("0"))
     return [assistant_message(f"All orders add up to ${total:.2f}.")]
-
-
-@pytest.fixture
-async def client() -> AsyncIterator[HttpClient]:
-    http = HttpClient()
-    yield http
-    await http.close()
 
 
 async def test_following_the_chain_earns_full_reward_on_every_row(client: HttpClient) -> None:

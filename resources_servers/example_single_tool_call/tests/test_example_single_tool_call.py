@@ -12,7 +12,7 @@ from pydantic import ValidationError
 from ng_cli.errors import BadRequestError
 from ng_cli.servers import ToolError, VerifyRequest
 from ng_cli.servers.loading import load_server_class
-from ng_cli.servers.testing import validated_configs
+from tests.fixtures.environment_config import check_environment_config
 
 ENV_DIR = Path(__file__).resolve().parents[1]
 Server = load_server_class(ENV_DIR / "app.py")
@@ -126,18 +126,4 @@ def test_example_rows_name_known_cities_and_offer_the_tool() -> None:
 
 
 def test_config_file_declares_the_environment_and_its_agent() -> None:
-    configs = validated_configs(
-        ENV_DIR / "configs" / "example_single_tool_call.yaml",
-        "++policy_model.responses_api_models.vllm_model.entrypoint=app.py",
-    )
-    agent = configs["example_single_tool_call_simple_agent"]
-    assert (
-        type(configs["example_single_tool_call"]).__name__ == Server.config_class.__name__
-    )  # loaded anew by the helper
-    assert (agent.resources_server.name, agent.model_server.name) == (
-        "example_single_tool_call",
-        "policy_model",
-    )
-    assert [(d.type, d.jsonl_fpath) for d in agent.datasets] == [
-        ("example", "resources_servers/example_single_tool_call/data/example.jsonl")
-    ]
+    check_environment_config(ENV_DIR, Server)

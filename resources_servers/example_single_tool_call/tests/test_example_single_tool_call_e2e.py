@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -50,13 +50,6 @@ def correct_policy(request: dict[str, Any]) -> list[dict[str, Any]]:
 
 def guessing_policy(_request: dict[str, Any]) -> list[dict[str, Any]]:
     return [assistant_message("It is probably mild, around 21 degrees.")]
-
-
-@pytest.fixture
-async def client() -> AsyncIterator[HttpClient]:
-    http = HttpClient()
-    yield http
-    await http.close()
 
 
 @pytest.fixture

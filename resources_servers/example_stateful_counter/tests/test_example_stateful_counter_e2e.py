@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -50,13 +49,6 @@ def counter_row(index: int) -> dict[str, Any]:
         "input": [{"role": "user", "content": f"The counter starts at {index}. {said}."}],
     }
     return {**row, "initial_count": index, "expected_count": index + sum(steps)}
-
-
-@pytest.fixture
-async def client() -> AsyncIterator[HttpClient]:
-    http = HttpClient()
-    yield http
-    await http.close()
 
 
 async def test_the_example_rows_earn_full_reward(client: HttpClient) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import secrets
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -50,13 +50,6 @@ def question_key(request: dict[str, Any]) -> str:
 
 def correct_policy(request: dict[str, Any]) -> list[dict[str, Any]]:
     return [assistant_message(ANSWERS[question_key(request)])]
-
-
-@pytest.fixture
-async def client() -> AsyncIterator[HttpClient]:
-    http = HttpClient()
-    yield http
-    await http.close()
 
 
 async def test_equivalent_answers_earn_full_reward_on_every_example_row(client: HttpClient) -> None:

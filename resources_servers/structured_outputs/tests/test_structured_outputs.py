@@ -11,7 +11,7 @@ import pytest
 from ng_cli.errors import BadRequestError
 from ng_cli.servers import VerifyRequest
 from ng_cli.servers.loading import load_server_class
-from ng_cli.servers.testing import validated_configs
+from tests.fixtures.environment_config import check_environment_config
 
 ENV_DIR = Path(__file__).resolve().parents[1]
 Server = load_server_class(ENV_DIR / "app.py")
@@ -125,15 +125,4 @@ def test_example_rows_ask_for_json_with_valid_schemas() -> None:
 
 
 def test_config_file_declares_the_environment_and_its_agent() -> None:
-    configs = validated_configs(
-        ENV_DIR / "configs" / "structured_outputs.yaml",
-        "++policy_model.responses_api_models.vllm_model.entrypoint=app.py",
-    )
-    agent = configs["structured_outputs_simple_agent"]
-    assert (
-        type(configs["structured_outputs"]).__name__ == Server.config_class.__name__
-    )  # loaded anew by the helper
-    assert (agent.resources_server.name, agent.model_server.name) == ("structured_outputs", "policy_model")
-    assert [(d.type, d.jsonl_fpath) for d in agent.datasets] == [
-        ("example", "resources_servers/structured_outputs/data/example.jsonl")
-    ]
+    check_environment_config(ENV_DIR, Server)

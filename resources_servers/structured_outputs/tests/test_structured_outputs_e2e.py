@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -36,13 +35,6 @@ ANSWERS: dict[str, Any] = {
 
 def format_name(request: dict[str, Any]) -> str:
     return str(request["text"]["format"]["name"])
-
-
-@pytest.fixture
-async def client() -> AsyncIterator[HttpClient]:
-    http = HttpClient()
-    yield http
-    await http.close()
 
 
 async def run_all(policy: Any, client: HttpClient) -> list[dict[str, Any]]:

@@ -7,7 +7,7 @@ scripted model stand on either side of the agent, all served by uvicorn on loopb
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -81,13 +81,6 @@ async def respond_in_process(served: Any) -> dict[str, Any]:
         return await twin.respond(ROW["responses_create_params"], cookies={})
     finally:
         await twin.http.close()
-
-
-@pytest.fixture
-async def client() -> AsyncIterator[HttpClient]:
-    http = HttpClient()
-    yield http
-    await http.close()
 
 
 async def test_run_returns_the_whole_trajectory_with_summed_usage(client: HttpClient) -> None:

@@ -4,8 +4,7 @@ themselves (planned, started, restarted by ng_run) are tested in tests/engine/te
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +14,7 @@ import pytest
 from ng_cli.config.schema import validate_block
 from ng_cli.errors import ConfigError
 from ng_cli.servers.loading import load_server_class
-from ng_cli.servers.testing import serve_in_thread
+from tests.fixtures.served_model import STUB_MODEL, serve_model_server
 from tests.fixtures.stub_vllm import StubVllm
 
 pytestmark = pytest.mark.integration
@@ -25,10 +24,7 @@ APP = Path(__file__).resolve().parents[1] / "app.py"
 
 def block(**overrides: Any) -> dict[str, Any]:
     return {
-        "model": "stub-model",
-        "api_key": "stub-key",
-        "return_token_id_information": False,
-        "uses_reasoning_parser": False,
+        **STUB_MODEL,
         "vllm_serve_kwargs": {"tensor_parallel_size": 8},  # NeMo Gym's keys, unused with a base_url
         "hf_home": "/nowhere",
         "max_attempts": 1,
@@ -36,23 +32,8 @@ def block(**overrides: Any) -> dict[str, Any]:
     }
 
 
-@contextmanager
-def serve(config_block: dict[str, Any]) -> Iterator[str]:
-    server_class = load_server_class(APP)
-    config = validate_block(server_class.config_class, block=config_block)
-    with serve_in_thread(server_class(config, name="policy_model").build_app()) as url:
-        yield url
-
-
-@pytest.fixture
-def stub() -> StubVllm:
-    return StubVllm()
-
-
-@pytest.fixture
-def stub_url(stub: StubVllm) -> Iterator[str]:
-    with serve_in_thread(stub.build_app()) as url:
-        yield url
+def serve(config_block: dict[str, Any]) -> AbstractContextManager[str]:
+    return serve_model_server(APP, config_block)
 
 
 async def post(url: str, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -19,6 +19,7 @@ from ng_cli.config.schema import validate_block
 from ng_cli.errors import ConfigError
 from ng_cli.servers.loading import load_server_class
 from ng_cli.servers.testing import serve_in_thread
+from tests.fixtures.served_model import post, serve_model_server
 from tests.fixtures.stub_vllm import StubVllm
 
 pytestmark = pytest.mark.integration
@@ -98,9 +99,7 @@ OVERFLOW = (
 def serve_model(base_url: str, **overrides: Any) -> Iterator[str]:
     block = {"base_url": base_url, "api_key": "stub-key", "model": "stub-model", "backoff_s": 0.01,
              "health_probe_interval_s": 0.5, **overrides}  # fmt: skip
-    server_class = load_server_class(APP)
-    server = server_class(validate_block(server_class.config_class, block=block), name="openai")
-    with serve_in_thread(server.build_app()) as url:
+    with serve_model_server(APP, block, name="openai") as url:
         yield url
 
 
@@ -113,19 +112,6 @@ def upstream() -> StubOpenAI:
 def upstream_url(upstream: StubOpenAI) -> Iterator[str]:
     with serve_in_thread(upstream.build_app()) as url:
         yield url
-
-
-@pytest.fixture
-async def http() -> AsyncIterator[aiohttp.ClientSession]:
-    async with aiohttp.ClientSession() as session:
-        yield session
-
-
-async def post(http: aiohttp.ClientSession, url: str, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
-    async with http.post(
-        url, data=orjson.dumps(body), headers={"Content-Type": "application/json"}
-    ) as response:
-        return response.status, orjson.loads(await response.read())
 
 
 async def test_responses_are_passed_through_with_the_configured_model(

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
@@ -11,9 +10,7 @@ import aiohttp
 import orjson
 import pytest
 
-from ng_cli.config.schema import validate_block
-from ng_cli.servers.loading import load_server_class
-from ng_cli.servers.testing import serve_in_thread
+from tests.fixtures.served_model import STUB_MODEL, post, serve_model_server
 from tests.fixtures.stub_vllm import StubVllm, prompt_ids, reply_ids
 
 pytestmark = pytest.mark.integration
@@ -28,50 +25,17 @@ WEATHER_TOOL = {
 
 
 def model_block(base_url: str | list[str], **overrides: Any) -> dict[str, Any]:
-    block: dict[str, Any] = {
+    return {
         "base_url": base_url,
-        "api_key": "stub-key",
-        "model": "stub-model",
-        "return_token_id_information": False,
-        "uses_reasoning_parser": False,
+        **STUB_MODEL,
         "health_probe_interval_s": 0.5,
         "backoff_s": 0.01,
+        **overrides,
     }
-    block.update(overrides)
-    return block
 
 
-@contextmanager
-def serve_model(block: dict[str, Any]) -> Iterator[str]:
-    server_class = load_server_class(APP)
-    config = validate_block(server_class.config_class, block=block)
-    server = server_class(config, name="policy_model")
-    with serve_in_thread(server.build_app()) as url:
-        yield url
-
-
-@pytest.fixture
-def stub() -> StubVllm:
-    return StubVllm()
-
-
-@pytest.fixture
-def stub_url(stub: StubVllm) -> Iterator[str]:
-    with serve_in_thread(stub.build_app()) as url:
-        yield url
-
-
-@pytest.fixture
-async def http() -> AsyncIterator[aiohttp.ClientSession]:
-    async with aiohttp.ClientSession() as session:
-        yield session
-
-
-async def post(http: aiohttp.ClientSession, url: str, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
-    async with http.post(
-        url, data=orjson.dumps(body), headers={"Content-Type": "application/json"}
-    ) as response:
-        return response.status, orjson.loads(await response.read())
+def serve_model(block: dict[str, Any]) -> AbstractContextManager[str]:
+    return serve_model_server(APP, block)
 
 
 async def metrics_text(http: aiohttp.ClientSession, url: str) -> str:

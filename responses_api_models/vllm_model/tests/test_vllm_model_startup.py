@@ -13,11 +13,10 @@ from typing import Any
 
 import pytest
 
-from ng_cli.config.schema import validate_block
 from ng_cli.errors import ConfigError, LaunchError
-from ng_cli.servers.loading import load_server_class
 from ng_cli.servers.spec import ServerSpec, write_spec
 from ng_cli.servers.testing import serve_in_thread
+from tests.fixtures.served_model import STUB_MODEL, make_model_server
 from tests.fixtures.stub_vllm import StubProcess, StubVllm
 
 pytestmark = pytest.mark.integration
@@ -27,19 +26,15 @@ SECRET_KEY = "sk-do-not-print-me"
 
 
 def make_server(base_url: str | list[str], **overrides: Any) -> Any:
-    block: dict[str, Any] = {
+    block = {
         "base_url": base_url,
-        "api_key": "stub-key",
-        "model": "stub-model",
-        "return_token_id_information": False,
-        "uses_reasoning_parser": False,
+        **STUB_MODEL,
         "health_probe_interval_s": 0.5,
         "connect_timeout_s": 1.0,
         "probe_timeout_s": 1.0,
         **overrides,
     }
-    server_class = load_server_class(APP)
-    return server_class(validate_block(server_class.config_class, block=block), name="policy_model")
+    return make_model_server(APP, block)
 
 
 def unused_port() -> int:

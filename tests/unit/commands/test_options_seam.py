@@ -31,12 +31,7 @@ from tests.fixtures.stack.harness import STACK_ROOT
 COMMANDS = sorted(command_modules())
 
 
-@pytest.fixture(autouse=True)
-def workdir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    (tmp_path / "env.yaml").write_text("{}\n")
-    monkeypatch.setenv("NG_ENV_YAML", str(tmp_path / "env.yaml"))
-    monkeypatch.chdir(tmp_path)
-    return tmp_path
+pytestmark = pytest.mark.usefixtures("empty_workdir")
 
 
 def invoke(command: str, *args: str) -> tuple[int, str]:
@@ -106,12 +101,12 @@ def test_a_nemo_gym_option_we_do_not_run_is_refused_with_the_reason(command: str
 
 
 def test_a_key_of_a_sibling_command_is_refused_on_the_command_line_and_accepted_from_a_file(
-    workdir: Path,
+    empty_workdir: Path,
 ) -> None:
     code, output = invoke("ng_collect_rollouts", "+dry_run=true")
     assert code == 2
     assert "dry_run: an option of ng_run, not of ng_collect_rollouts" in output
-    (workdir / "shared.yaml").write_text("dry_run: true\n")
+    (empty_workdir / "shared.yaml").write_text("dry_run: true\n")
     code, output = invoke("ng_collect_rollouts", "-c", "shared.yaml", "+foo_bar_baz=1")
     assert "dry_run" not in output  # the file's ng_run key is accepted; only the unknown one is named
     assert "foo_bar_baz: unknown option of ng_collect_rollouts" in output
@@ -172,7 +167,7 @@ def test_verbose_reads_true_the_same_way(verbose: str) -> None:
     assert not wants_verbose(["+verbose=no"])
 
 
-def test_options_are_checked_before_a_stack_is_contacted(workdir: Path) -> None:
+def test_options_are_checked_before_a_stack_is_contacted(empty_workdir: Path) -> None:
     # nothing listens on port 9: a contacted stack would be exit 1 "unreachable", not exit 2
     for command, extra in [
         ("ng_status", []),
@@ -182,7 +177,7 @@ def test_options_are_checked_before_a_stack_is_contacted(workdir: Path) -> None:
         code, output = invoke(command, "+head_server_url=http://127.0.0.1:9", *extra, "+foo_bar_baz=1")
         assert code == 2, (command, output)
         assert "foo_bar_baz: unknown option" in output
-    assert not (workdir / "o.jsonl").exists()
+    assert not (empty_workdir / "o.jsonl").exists()
 
 
 @pytest.mark.parametrize("command", COMMANDS)
@@ -196,17 +191,17 @@ def test_help_lists_every_option_from_the_model(command: str) -> None:
         assert reason in flat, (command, reason)
 
 
-def test_ng_prepare_data_needs_no_model_credentials(workdir: Path) -> None:
+def test_ng_prepare_data_needs_no_model_credentials(empty_workdir: Path) -> None:
     """It calls no model: a config whose policy_* values are unset (empty env.yaml) still collates."""
     configs = (
         "+config_paths=[resources_servers/example_single_tool_call/configs/example_single_tool_call.yaml,"
         "responses_api_models/vllm_model/configs/vllm_model.yaml]"
     )
     code, output = invoke(
-        "ng_prepare_data", configs, "+mode=example_validation", f"+output_dirpath={workdir / 'out'}"
+        "ng_prepare_data", configs, "+mode=example_validation", f"+output_dirpath={empty_workdir / 'out'}"
     )
     assert code == 0, output
-    assert (workdir / "out" / "example.jsonl").is_file()
+    assert (empty_workdir / "out" / "example.jsonl").is_file()
     # a command that does call the model still needs them
     code, output = invoke("ng_dump_config", configs)
     assert code == 2

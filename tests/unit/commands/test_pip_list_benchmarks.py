@@ -11,11 +11,7 @@ from typer.testing import CliRunner
 
 from ng_cli.commands import list_benchmarks, pip_list
 
-
-@pytest.fixture(autouse=True)
-def no_env_yaml(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    (tmp_path / "env.yaml").write_text("{}\n")
-    monkeypatch.setenv("NG_ENV_YAML", str(tmp_path / "env.yaml"))
+pytestmark = pytest.mark.usefixtures("empty_env_yaml")
 
 
 def test_pip_list_lists_this_environments_packages_in_pips_formats() -> None:

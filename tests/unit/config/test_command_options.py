@@ -36,10 +36,7 @@ def profile_config_from(composed: ComposedConfig) -> RewardProfileOptions:
     return command_options(composed, RewardProfileOptions, command="ng_reward_profile")
 
 
-@pytest.fixture(autouse=True)
-def empty_env_yaml(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    (tmp_path / "env.yaml").write_text("{}\n")
-    monkeypatch.setenv("NG_ENV_YAML", str(tmp_path / "env.yaml"))
+pytestmark = pytest.mark.usefixtures("empty_env_yaml")
 
 
 @pytest.mark.parametrize(

@@ -10,11 +10,7 @@ from typer.testing import CliRunner
 
 from ng_cli.commands.materialize_prompts import app
 
-
-@pytest.fixture(autouse=True)
-def no_env_yaml(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    (tmp_path / "env.yaml").write_text("{}\n")
-    monkeypatch.setenv("NG_ENV_YAML", str(tmp_path / "env.yaml"))
+pytestmark = pytest.mark.usefixtures("empty_env_yaml")
 
 
 def run(tmp_path: Path, rows: list[dict], prompt: str) -> tuple[int, str, Path]:

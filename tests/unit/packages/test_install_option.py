@@ -11,11 +11,7 @@ from ng_cli.config.compose import compose_config
 from ng_cli.config.run_options import RunOptions
 from ng_cli.errors import ConfigError
 
-
-@pytest.fixture(autouse=True)
-def _no_env_yaml(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    (tmp_path / "env.yaml").write_text("{}\n")
-    monkeypatch.setenv("NG_ENV_YAML", str(tmp_path / "env.yaml"))
+pytestmark = pytest.mark.usefixtures("empty_env_yaml")
 
 
 def _options(tmp_path: Path, *overrides: str) -> RunOptions:

@@ -11,23 +11,15 @@ import pytest
 from typer.testing import CliRunner
 
 from ng_cli.commands.collect import app
+from tests.fixtures.commands import invoke_app
 
-
-@pytest.fixture(autouse=True)
-def no_env_yaml(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    (tmp_path / "env.yaml").write_text("{}\n")
-    monkeypatch.setenv("NG_ENV_YAML", str(tmp_path / "env.yaml"))
-    monkeypatch.chdir(tmp_path)
-
-
-def invoke(*args: str) -> tuple[int, str]:
-    result = CliRunner().invoke(app, list(args))
-    return result.exit_code, result.output + (result.stderr if result.stderr_bytes is not None else "")
+pytestmark = pytest.mark.usefixtures("empty_workdir")
 
 
 def test_bad_input_exits_2_naming_the_line_before_any_work(tmp_path: Path) -> None:
     (tmp_path / "in.jsonl").write_text('{"responses_create_params": {}}\n{"oops"\n')
-    code, output = invoke(
+    code, output = invoke_app(
+        app,
         "+agent_name=a",
         "+agent_urls.a=http://127.0.0.1:9",  # nothing listens there: no request may be sent
         "+input_jsonl_fpath=in.jsonl",
@@ -39,7 +31,9 @@ def test_bad_input_exits_2_naming_the_line_before_any_work(tmp_path: Path) -> No
 
 
 def test_config_error_exits_2() -> None:
-    code, output = invoke("+input_jsonl_fpath=in.jsonl", "+output_jsonl_fpath=out.jsonl", "+num_repeats=0")
+    code, output = invoke_app(
+        app, "+input_jsonl_fpath=in.jsonl", "+output_jsonl_fpath=out.jsonl", "+num_repeats=0"
+    )
     assert code == 2
     assert "num_repeats" in output
 

@@ -13,10 +13,7 @@ from ng_cli.rollouts.config import DEFAULT_HEAD_SERVER_URL, CollectConfig, colle
 REQUIRED = ["+input_jsonl_fpath=in.jsonl", "+output_jsonl_fpath=out.jsonl"]
 
 
-@pytest.fixture(autouse=True)
-def no_env_yaml(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("NG_ENV_YAML", str(tmp_path / "absent-env.yaml"))
-    (tmp_path / "absent-env.yaml").write_text("{}\n")
+pytestmark = pytest.mark.usefixtures("empty_env_yaml")
 
 
 def config_of(overrides: list[str], tmp_path: Path) -> CollectConfig:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import orjson
 import pytest
@@ -13,17 +12,9 @@ from ng_cli.commands.reward_profile import app
 from ng_cli.errors import DataError
 from ng_cli.rollouts.nemo_profile import NemoProfileConfig, nemo_profile_paths, profile_like_nemo_gym
 from tests.fixtures.nemo_gym_metrics.compare import load, same
+from tests.fixtures.rollouts.rollout_rows import write_jsonl
 
-
-@pytest.fixture(autouse=True)
-def no_env_yaml(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    (tmp_path / "env.yaml").write_text("{}\n")
-    monkeypatch.setenv("NG_ENV_YAML", str(tmp_path / "env.yaml"))
-
-
-def write_jsonl(path: Path, rows: list[dict[str, Any]]) -> Path:
-    path.write_bytes(b"".join(orjson.dumps(row) + b"\n" for row in rows))
-    return path
+pytestmark = pytest.mark.usefixtures("empty_env_yaml")
 
 
 def files_of(tmp_path: Path, case: str) -> tuple[Path, Path]:

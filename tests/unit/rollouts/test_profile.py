@@ -13,14 +13,10 @@ import pytest
 from ng_cli.errors import DataError
 from ng_cli.rollouts.profile import ProfileConfig, profile_rewards
 from ng_cli.rollouts.results import ROLLOUT_KEY, TASK_KEY
+from tests.fixtures.rollouts.rollout_rows import write_jsonl
 
 NUM_TASKS = 6
 REPEATS = 4
-
-
-def write_jsonl(path: Path, rows: list[dict[str, Any]]) -> Path:
-    path.write_bytes(b"".join(orjson.dumps(row) + b"\n" for row in rows))
-    return path
 
 
 def read_jsonl(path: Path) -> list[dict[str, Any]]:
