@@ -38,6 +38,7 @@ from ng_cli.packages.resolve import conflicts, is_satisfied, protected_requireme
 __all__ = [
     "INSTALL_OPTION",
     "RequirementsOutcome",
+    "ensure_requirement_files",
     "ensure_requirements",
     "requirement_files",
 ]
@@ -86,7 +87,25 @@ def ensure_requirements(
 ) -> RequirementsOutcome:
     """The step itself (see the module's docstring); raises ConfigError for conflicts and
     LaunchError when pip fails or leaves a requirement unmet."""
-    outcome = RequirementsOutcome(files=requirement_files(config))
+    return ensure_requirement_files(
+        requirement_files(config), install=install, dry_run=dry_run, python=python, say=say, warn=warn,
+        env=env,
+    )  # fmt: skip
+
+
+def ensure_requirement_files(
+    files: Mapping[str, Path],
+    *,
+    install: bool,
+    dry_run: bool = False,
+    python: str = sys.executable,
+    say: Callable[[str], None] = print,
+    warn: Callable[[str], None] = print,
+    env: Mapping[str, str] | None = None,
+) -> RequirementsOutcome:
+    """The step for given files (server instance -> requirements.txt): for a caller that knows
+    the folders itself, such as a harness serving NeMo Gym's folders from NeMo Gym's root."""
+    outcome = RequirementsOutcome(files=dict(files))
     for server, path in outcome.files.items():
         outcome.required.extend(read_requirements(server, path))
     if not outcome.required:
