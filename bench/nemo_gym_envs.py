@@ -191,12 +191,17 @@ class Scratch:
             return self.base, met
         env_dir = self.folder / name
         python = make_env(env_dir, [site_packages(self.base), *own_layers()])
-        return python, self._install(python, files, env_dir)
+        return python, self._install(python, files, env_dir, own_at_installed=False)
 
-    def _install(self, python: Path, files: dict[str, Path], log_dir: Path) -> RequirementsOutcome:
+    def _install(
+        self, python: Path, files: dict[str, Path], log_dir: Path, *, own_at_installed: bool = True
+    ) -> RequirementsOutcome:
+        """ng_run's step; in a server's own environment ng_cli's packages are held to their
+        declared ranges (a version there shadows ours only in that server's process)."""
         log = log_dir / "pip.log"
         with log.open("a") as out:
             return ensure_requirement_files(
                 files, install=True, python=str(python), say=lambda line: print(line, file=out, flush=True),
                 warn=lambda line: print(line, file=out, flush=True), env=self.env,
+                own_at_installed=own_at_installed,
             )  # fmt: skip

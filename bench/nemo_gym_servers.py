@@ -53,6 +53,7 @@ REPO = Path(__file__).resolve().parents[1]
 RESULTS = REPO / "bench" / "results" / "nemo_gym_servers.json"
 PURE_PACKAGES = {"pydantic", "fastapi", "pyyaml", "numpy", "jsonschema", "math-verify", "uvicorn", "rich"}
 INFRA_IMPORTS = re.compile(r"^\s*(from|import)\s+(nemo_gym\.sandbox|docker|playwright)\b", re.MULTILINE)
+POLICY_MODEL_CONFIG = "responses_api_models/vllm_model/configs/vllm_model.yaml"
 STUB_JUDGE_TEXT = (
     "Judgement: yes. [[A=B]] The answer is correct. GRADE: A. Verdict: CORRECT. "
     "<points>2</points> \\boxed{1} Final score: 1"
@@ -285,7 +286,12 @@ def _run_one(root: Path, name: str, max_rows: int) -> dict[str, Any]:
     config_path = next(p for p in config_files(folder) if _resources_block(p, name))
     os.chdir(root)
     try:
-        composed = compose_config([f"+config_paths=[{config_path.relative_to(root)}]"], cwd=root)
+        # With NeMo Gym's policy model config, as `ng_run "+config_paths=[server, model]"` is run
+        # from their root: the agent's policy_model reference resolves, and so the whole file.
+        paths = [str(config_path.relative_to(root))]
+        if (root / POLICY_MODEL_CONFIG).exists():
+            paths.append(POLICY_MODEL_CONFIG)
+        composed = compose_config([f"+config_paths=[{','.join(paths)}]"], cwd=root)
         block = dict(composed.instances[instance].block)
     except Exception as error:  # a config ours cannot compose: NeMo Gym's own block, as written
         _, block = _resources_block(config_path, name) or (instance, {})

@@ -102,9 +102,16 @@ def ensure_requirement_files(
     say: Callable[[str], None] = print,
     warn: Callable[[str], None] = print,
     env: Mapping[str, str] | None = None,
+    own_at_installed: bool = True,
 ) -> RequirementsOutcome:
     """The step for given files (server instance -> requirements.txt): for a caller that knows
-    the folders itself, such as a harness serving NeMo Gym's folders from NeMo Gym's root."""
+    the folders itself, such as a harness serving NeMo Gym's folders from NeMo Gym's root.
+
+    `own_at_installed=False` is for an environment of one server's own, layered over the stack's
+    (a per-server virtual environment that sees ours): ng_cli's own packages are then held to the
+    ranges ng_cli declares rather than to the versions installed, since a version installed there
+    shadows ours only in that server's process (math-verify==0.8.0 for a server whose stack runs
+    0.9.0; ng_cli asks for >=0.7)."""
     outcome = RequirementsOutcome(files=dict(files))
     for server, path in outcome.files.items():
         outcome.required.extend(read_requirements(server, path))
@@ -120,6 +127,8 @@ def ensure_requirement_files(
             )
         return outcome
     protected = protected_requirements(_own_requirements(), installed)
+    if not own_at_installed:
+        protected = {name: (requirement, None) for name, (requirement, _) in protected.items()}
     problems = conflicts(outcome.required, protected)
     if problems:
         raise ConfigError(
@@ -136,7 +145,11 @@ def ensure_requirement_files(
     if dry_run:
         say(f"requirements: would install for {', '.join(servers)}: {'; '.join(lines)}")
         return outcome
-    pins = [f"{name}=={version}" for name, (_, version) in sorted(protected.items()) if version]
+    pins = (
+        [f"{name}=={version}" for name, (_, version) in sorted(protected.items()) if version]
+        if own_at_installed
+        else [str(requirement) for _, (requirement, _) in sorted(protected.items())]
+    )
     say(f"requirements: installing for {', '.join(servers)}: {'; '.join(lines)}")
     with tempfile.TemporaryDirectory(prefix="ng_requirements-") as work:
         pip_install(
