@@ -101,7 +101,7 @@ def nemo_gym_distributions(root: Path, cache: Path) -> set[str]:
 def imported_modules(folder: Path) -> set[str]:
     """Top-level names the folder's own code imports (tests left out), less the standard library,
     the folder's own modules and NeMo Gym's packages."""
-    own = {p.stem for p in folder.glob("*.py")} | {p.name for p in folder.iterdir() if p.is_dir()}
+    own = {p.stem for p in folder.rglob("*.py")} | {p.name for p in folder.rglob("*") if p.is_dir()}
     names: set[str] = set()
     for path in folder.rglob("*.py"):
         if "tests" in path.relative_to(folder).parts or ".venv" in path.parts:
@@ -159,15 +159,13 @@ class Scratch:
         self.base = make_env(folder / NEMO_GYM_LAYER, own_layers())
         self.nemo_gym = nemo_gym_distributions(nemo_gym_root, folder)
 
-    def unlisted(self, name: str) -> tuple[list[str], list[str]]:
-        """Distributions the server imports, lacks in the harness's environment and does not list:
-        (those NeMo Gym brings, those it does not)."""
+    def unlisted(self, name: str, python: Path) -> tuple[list[str], list[str]]:
+        """What the server imports and `python` (its environment, requirements installed) still
+        lacks: (distributions NeMo Gym brings, import names nothing provides)."""
         folder = self.root / "resources_servers" / name
-        modules = imported_modules(folder)
-        absent = missing_modules(self.base, modules, self.env)
-        listed = listed_distributions(folder)
-        wanted = sorted({distribution_of(m) for m in absent} - listed)
-        return [d for d in wanted if d in self.nemo_gym], [d for d in wanted if d not in self.nemo_gym]
+        absent = missing_modules(python, imported_modules(folder), self.env)
+        ours = sorted({distribution_of(m) for m in absent if distribution_of(m) in self.nemo_gym})
+        return ours, sorted(m for m in absent if distribution_of(m) not in self.nemo_gym)
 
     def add_nemo_gym_packages(self, distributions: Iterable[str]) -> None:
         """Install NeMo Gym's own dependencies into the shared layer, through ng_run's step (ng_cli's

@@ -416,22 +416,22 @@ def _run_all(root: Path, names: list[str], args: argparse.Namespace) -> Iterator
     from ng_cli.errors import NgError
 
     scratch = Scratch(args.install_requirements.resolve(), root)
-    unlisted = {name: scratch.unlisted(name) for name in names}
-    ours = sorted({d for found, _ in unlisted.values() for d in found})
-    print(f"NeMo Gym's own dependencies servers import unlisted: {', '.join(ours) or 'none'}", flush=True)
-    scratch.add_nemo_gym_packages(ours)
-    notes: dict[str, dict[str, Any]] = {}
     shared: list[str] = []
+    notes: dict[str, dict[str, Any]] = {}
     for name in names:
-        found, other = unlisted[name]
-        notes[name] = {"unlisted_nemo_gym_deps": found, "unlisted_other": other}
         try:
             python, outcome = scratch.server_env(name)
+            found, other = scratch.unlisted(name, python)
+            scratch.add_nemo_gym_packages(found)  # the shared layer: seen by every environment
         except NgError as error:
-            reason = f"requirements.txt not installed: {str(error).splitlines()[0][:300]}"
-            yield name, {**_failed(root, name, reason), **notes[name], "requirements": "failed"}
+            reason = f"requirements.txt not installed: {' | '.join(str(error).splitlines()[:2])[:400]}"
+            yield name, {**_failed(root, name, reason), "requirements": "failed"}
             continue
-        notes[name]["requirements"] = "installed" if outcome.installed else "met"
+        notes[name] = {
+            "requirements": "installed" if outcome.installed else "met",
+            "unlisted_nemo_gym_deps": found,
+            "unlisted_other": other,
+        }
         if python == scratch.base:
             shared.append(name)
             continue
@@ -445,13 +445,10 @@ def _annotated(result: dict[str, Any]) -> dict[str, Any]:
     """A start that failed on a module the server imports without listing it says so."""
     reason = result.get("reason") or ""
     missing = re.search(r"No module named '([^'.]+)", reason)
-    if missing:
-        from nemo_gym_envs import distribution_of
-
-        if distribution_of(missing.group(1)) in result.get("unlisted_other", []):
-            result["reason"] = (
-                f"{reason} (imported, listed neither in its requirements.txt nor among NeMo Gym's dependencies)"
-            )
+    if missing and missing.group(1) in result.get("unlisted_other", []):
+        result["reason"] = (
+            f"{reason} (imported, listed neither in its requirements.txt nor among NeMo Gym's dependencies)"
+        )
     return result
 
 
