@@ -108,10 +108,11 @@ def ensure_requirement_files(
     the folders itself, such as a harness serving NeMo Gym's folders from NeMo Gym's root.
 
     `own_at_installed=False` is for an environment of one server's own, layered over the stack's
-    (a per-server virtual environment that sees ours): ng_cli's own packages are then held to the
-    ranges ng_cli declares rather than to the versions installed, since a version installed there
-    shadows ours only in that server's process (math-verify==0.8.0 for a server whose stack runs
-    0.9.0; ng_cli asks for >=0.7)."""
+    (a per-server virtual environment that sees ours): ng_cli's own packages that the server's
+    requirements name are then held to the ranges ng_cli declares rather than to the versions
+    installed, since a version installed there shadows ours only in that server's process
+    (math-verify==0.8.0 for a server whose stack runs 0.9.0; ng_cli asks for >=0.7); the others
+    stay pinned where they are (pip need not reconsider them)."""
     outcome = RequirementsOutcome(files=dict(files))
     for server, path in outcome.files.items():
         outcome.required.extend(read_requirements(server, path))
@@ -127,8 +128,12 @@ def ensure_requirement_files(
             )
         return outcome
     protected = protected_requirements(_own_requirements(), installed)
-    if not own_at_installed:
-        protected = {name: (requirement, None) for name, (requirement, _) in protected.items()}
+    named = {item.name for item in outcome.required}
+    if not own_at_installed:  # what the servers name is held to ng_cli's range; the rest stays
+        protected = {
+            name: (requirement, None if name in named else version)
+            for name, (requirement, version) in protected.items()
+        }
     problems = conflicts(outcome.required, protected)
     if problems:
         raise ConfigError(
@@ -145,11 +150,11 @@ def ensure_requirement_files(
     if dry_run:
         say(f"requirements: would install for {', '.join(servers)}: {'; '.join(lines)}")
         return outcome
-    pins = (
-        [f"{name}=={version}" for name, (_, version) in sorted(protected.items()) if version]
-        if own_at_installed
-        else [str(requirement) for _, (requirement, _) in sorted(protected.items())]
-    )
+    pins = [
+        f"{name}=={version}" if version else str(requirement)
+        for name, (requirement, version) in sorted(protected.items())
+        if version or not own_at_installed
+    ]
     say(f"requirements: installing for {', '.join(servers)}: {'; '.join(lines)}")
     with tempfile.TemporaryDirectory(prefix="ng_requirements-") as work:
         pip_install(
