@@ -13,6 +13,13 @@ For each folder of `<root>/resources_servers/` (NeMo Gym 0.7.0 unpacked: `pip do
   3. a model-server reference other than the policy (a judge, a user simulator) points at a stub
      judge on loopback answering `/v1/responses` and `/v1/chat/completions` with one fixed text
      that carries the common verdict forms.
+With `--install-requirements /tmp/SCRATCH`, each server first gets its requirements.txt installed
+by ng_run's own step into a virtual environment of its own, and the packages it imports without
+listing them are installed when NeMo Gym's own dependencies bring them (every server's
+requirements.txt installs nemo-gym[dev]); the row says which (`unlisted_nemo_gym_deps`) and which
+it imports that nothing lists (`unlisted_other`): see bench/nemo_gym_envs.py. The rows it sends
+carry `_ng_task_index`/`_ng_rollout_index` as NeMo Gym's collector's do, and a cohort server
+(`num_rollouts_per_prompt` > 1) gets that many concurrent rollouts of a row.
 A row is "scored" when `/run` answered a reward that is not masked (`mask_sample`). The JSON is
 {server: {"starts", "rows", "scored", "reward_mean", "agent", "reason", "category"}}; `category`
 is this script's reading of the server's needs (pure, second_model, pypi, infra), from its
@@ -34,15 +41,19 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 from fastapi import Request
 
+from ng_cli.rollouts.results import ROLLOUT_KEY, TASK_KEY
+
 REPO = Path(__file__).resolve().parents[1]
 RESULTS = REPO / "bench" / "results" / "nemo_gym_servers.json"
 PURE_PACKAGES = {"pydantic", "fastapi", "pyyaml", "numpy", "jsonschema", "math-verify", "uvicorn", "rich"}
 INFRA_IMPORTS = re.compile(r"^\s*(from|import)\s+(nemo_gym\.sandbox|docker|playwright)\b", re.MULTILINE)
+POLICY_MODEL_CONFIG = "responses_api_models/vllm_model/configs/vllm_model.yaml"
 STUB_JUDGE_TEXT = (
     "Judgement: yes. [[A=B]] The answer is correct. GRADE: A. Verdict: CORRECT. "
     "<points>2</points> \\boxed{1} Final score: 1"
@@ -275,7 +286,12 @@ def _run_one(root: Path, name: str, max_rows: int) -> dict[str, Any]:
     config_path = next(p for p in config_files(folder) if _resources_block(p, name))
     os.chdir(root)
     try:
-        composed = compose_config([f"+config_paths=[{config_path.relative_to(root)}]"], cwd=root)
+        # With NeMo Gym's policy model config, as `ng_run "+config_paths=[server, model]"` is run
+        # from their root: the agent's policy_model reference resolves, and so the whole file.
+        paths = [str(config_path.relative_to(root))]
+        if (root / POLICY_MODEL_CONFIG).exists():
+            paths.append(POLICY_MODEL_CONFIG)
+        composed = compose_config([f"+config_paths=[{','.join(paths)}]"], cwd=root)
         block = dict(composed.instances[instance].block)
     except Exception as error:  # a config ours cannot compose: NeMo Gym's own block, as written
         _, block = _resources_block(config_path, name) or (instance, {})
@@ -284,9 +300,8 @@ def _run_one(root: Path, name: str, max_rows: int) -> dict[str, Any]:
         server_class = load_server_class(folder / "app.py")
         config = server_class.validate_config(block, instance=instance)
     except BaseException as error:
-        result["reason"] = (
-            f"does not start: {type(error).__name__}: {str(error).splitlines()[0][:300] if str(error) else ''}"
-        )
+        lines = " | ".join(line.strip() for line in str(error).splitlines() if line.strip())
+        result["reason"] = f"does not start: {type(error).__name__}: {lines[:400]}"
         return result
     secret = "bench-secret"
     with serve_in_thread(_stub_judge_app()) as judge_url:
@@ -329,18 +344,34 @@ def _run_one(root: Path, name: str, max_rows: int) -> dict[str, Any]:
                     return turns[turn]
                 return [assistant_message("")]
 
-            with serve_agent(
-                SimpleAgent,
-                policy,
-                resources_url=resources_url,
-                resources_server_type="resources_servers",
-                resources_name=instance,
-                session_secret=secret,
-            ) as stack:
+            # A cohort server (genrm_compare) scores a prompt's rollouts together: each row is sent
+            # as that many concurrent rollouts, as NeMo Gym's num_repeats would.
+            cohort = int(getattr(config, "num_rollouts_per_prompt", 1) or 1)
+            if cohort > 1:
+                rows = rows[: max(1, max_rows // cohort)]
+            runs = [
+                {**row, TASK_KEY: task, ROLLOUT_KEY: repeat}
+                for task, row in enumerate(rows)
+                for repeat in range(cohort)
+            ]
+            with (
+                serve_agent(
+                    SimpleAgent,
+                    policy,
+                    resources_url=resources_url,
+                    resources_server_type="resources_servers",
+                    resources_name=instance,
+                    session_secret=secret,
+                ) as stack,
+                ThreadPoolExecutor(max_workers=cohort) as pool,
+            ):
                 rewards, problems = [], Counter[str]()
-                for row in rows:
+
+                def post(run: dict[str, Any]) -> Any:
+                    return httpx.post(f"{stack.agent_url}/run", json=run, timeout=120)
+
+                for answer in pool.map(post, runs):
                     result["rows"] += 1
-                    answer = httpx.post(f"{stack.agent_url}/run", json=row, timeout=60)
                     body = (
                         answer.json()
                         if answer.headers.get("content-type", "").startswith("application/json")
@@ -374,6 +405,53 @@ def _run_one(root: Path, name: str, max_rows: int) -> dict[str, Any]:
 # ---------------------------------------------------------------- the parent: every server
 
 
+def _run_all(root: Path, names: list[str], args: argparse.Namespace) -> Iterator[tuple[str, dict[str, Any]]]:
+    """Every server's result; with --install-requirements, each runs in its scratch environment
+    (servers whose requirements.txt the shared layer meets share one child)."""
+    if args.install_requirements is None:
+        yield from _children(root, names, args.rows, args.timeout_s)
+        return
+    from nemo_gym_envs import Scratch
+
+    from ng_cli.errors import NgError
+
+    scratch = Scratch(args.install_requirements.resolve(), root)
+    shared: list[str] = []
+    notes: dict[str, dict[str, Any]] = {}
+    for name in names:
+        try:
+            python, outcome = scratch.server_env(name)
+            found, other = scratch.unlisted(name, python)
+            scratch.add_nemo_gym_packages(found)  # the shared layer: seen by every environment
+        except NgError as error:
+            reason = f"requirements.txt not installed: {' | '.join(str(error).splitlines()[:2])[:400]}"
+            yield name, {**_failed(root, name, reason), "requirements": "failed"}
+            continue
+        notes[name] = {
+            "requirements": "installed" if outcome.installed else "met",
+            "unlisted_nemo_gym_deps": found,
+            "unlisted_other": other,
+        }
+        if python == scratch.base:
+            shared.append(name)
+            continue
+        for server, result in _children(root, [name], args.rows, args.timeout_s, str(python)):
+            yield server, _annotated({**result, **notes[server]})
+    for server, result in _children(root, shared, args.rows, args.timeout_s, str(scratch.base)):
+        yield server, _annotated({**result, **notes[server]})
+
+
+def _annotated(result: dict[str, Any]) -> dict[str, Any]:
+    """A start that failed on a module the server imports without listing it says so."""
+    reason = result.get("reason") or ""
+    missing = re.search(r"No module named '([^'.]+)", reason)
+    if missing and missing.group(1) in result.get("unlisted_other", []):
+        result["reason"] = (
+            f"{reason} (imported, listed neither in its requirements.txt nor among NeMo Gym's dependencies)"
+        )
+    return result
+
+
 def _failed(root: Path, name: str, reason: str) -> dict[str, Any]:
     info = classify(root / "resources_servers" / name)
     return {"starts": False, "rows": 0, "scored": 0, "reward_mean": None, "agent": info["agent"],
@@ -381,10 +459,10 @@ def _failed(root: Path, name: str, reason: str) -> dict[str, Any]:
 
 
 def _children(
-    root: Path, names: list[str], rows: int, timeout_s: float
+    root: Path, names: list[str], rows: int, timeout_s: float, python: str = sys.executable
 ) -> Iterator[tuple[str, dict[str, Any]]]:
-    """Run the servers in child processes, many per child (imports are paid once); a child that
-    hangs on one server (`timeout_s` without a result) or dies is replaced for the rest."""
+    """Run the servers in child processes of `python`, many per child (imports are paid once); a
+    child that hangs on one server (`timeout_s` without a result) or dies is replaced for the rest."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
     with tempfile.TemporaryDirectory() as tmp:
         env_yaml = Path(tmp) / "env.yaml"
@@ -394,7 +472,7 @@ def _children(
         env["NG_ENV_YAML"] = str(env_yaml)
         left = list(names)
         while left:
-            command = [sys.executable, __file__, "--root", str(root), "--rows", str(rows), "--one", *left]
+            command = [python, __file__, "--root", str(root), "--rows", str(rows), "--one", *left]
             child = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                                      text=True, start_new_session=True)  # fmt: skip
             lines: queue.Queue[str | None] = queue.Queue()
@@ -448,6 +526,13 @@ def main() -> None:
     parser.add_argument(
         "--seed", type=Path, help="an earlier results file: servers in it are kept, not run again"
     )
+    parser.add_argument(
+        "--install-requirements", type=Path, metavar="SCRATCH",
+        help="install each server's requirements.txt (ng_run's own step) into a virtual environment "
+        "of its own under SCRATCH, and the packages NeMo Gym itself brings that servers import "
+        "unlisted into one shared layer (bench/nemo_gym_envs.py); without it, servers run in this "
+        "interpreter as it is",
+    )  # fmt: skip
     parser.add_argument("--one", nargs="+", help=argparse.SUPPRESS)
     args = parser.parse_args()
     root = args.root.resolve()
@@ -488,7 +573,7 @@ def main() -> None:
         tried = [name for name in tried if name not in earlier]
     started = time.monotonic()
 
-    for name, found in _children(root, tried, args.rows, args.timeout_s):
+    for name, found in _run_all(root, tried, args):
         results[name] = found
         _write(args.output, results)  # after each server: a stopped run keeps what it measured
         print(

@@ -14,7 +14,7 @@ keeps the "file:line" it came from (`ComposedConfig.sources`), so every error ca
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -32,7 +32,7 @@ from ng_cli.config.resolve import resolve_tree
 from ng_cli.config.sources import COMMAND_LINE, Sources, join_key, lookup_key, normalize_key
 from ng_cli.errors import ConfigError
 
-__all__ = ["ComposedConfig", "compose_config"]
+__all__ = ["ComposedConfig", "compose_config", "compose_tree"]
 
 
 @dataclass(frozen=True)
@@ -84,6 +84,21 @@ def compose_config(overrides: Sequence[str], *, cwd: Path | None = None) -> Comp
     check_references(instances, sources)
     relays = find_environment_relays(tree, sources, instances)
     return ComposedConfig(tree=tree, instances=instances, sources=sources, free_keys=free_keys, relays=relays)
+
+
+def compose_tree(config_paths: Sequence[str], values: Mapping[str, Any], *, cwd: Path) -> dict[str, Any]:
+    """The resolved tree of config files with `values` merged on top, and no more: no env.yaml,
+    command line or instance checks. NeMo Gym's offline parse (`GlobalConfigDictParser().parse`
+    with an initial dict) is this: a server's verifier fixture loads its benchmark config to
+    build a server without the rest of a stack (its placeholder policy model included)."""
+    cwd = cwd.resolve()
+    includes = parse_overrides([f"+{CONFIG_PATHS_KEY}=[{','.join(config_paths)}]"]).config_paths
+    fragments = collect_fragments(includes, cwd=cwd) if config_paths else []
+    merged = OmegaConf.merge(_merge(fragments), OmegaConf.create(dict(values)))
+    assert isinstance(merged, DictConfig)
+    sources = Sources.from_layers([fragment.sources for fragment in fragments])
+    cfg, sources = _with_directives(merged, sources)
+    return resolve_tree(cfg, sources, env_yaml=cwd / "env.yaml")
 
 
 def _with_directives(cfg: DictConfig, sources: Sources) -> tuple[DictConfig, Sources]:

@@ -38,6 +38,7 @@ from ng_cli.packages.resolve import conflicts, is_satisfied, protected_requireme
 __all__ = [
     "INSTALL_OPTION",
     "RequirementsOutcome",
+    "ensure_requirement_files",
     "ensure_requirements",
     "requirement_files",
 ]
@@ -86,7 +87,33 @@ def ensure_requirements(
 ) -> RequirementsOutcome:
     """The step itself (see the module's docstring); raises ConfigError for conflicts and
     LaunchError when pip fails or leaves a requirement unmet."""
-    outcome = RequirementsOutcome(files=requirement_files(config))
+    return ensure_requirement_files(
+        requirement_files(config), install=install, dry_run=dry_run, python=python, say=say, warn=warn,
+        env=env,
+    )  # fmt: skip
+
+
+def ensure_requirement_files(
+    files: Mapping[str, Path],
+    *,
+    install: bool,
+    dry_run: bool = False,
+    python: str = sys.executable,
+    say: Callable[[str], None] = print,
+    warn: Callable[[str], None] = print,
+    env: Mapping[str, str] | None = None,
+    own_at_installed: bool = True,
+) -> RequirementsOutcome:
+    """The step for given files (server instance -> requirements.txt): for a caller that knows
+    the folders itself, such as a harness serving NeMo Gym's folders from NeMo Gym's root.
+
+    `own_at_installed=False` is for an environment of one server's own, layered over the stack's
+    (a per-server virtual environment that sees ours): ng_cli's own packages that the server's
+    requirements name are then held to the ranges ng_cli declares rather than to the versions
+    installed, since a version installed there shadows ours only in that server's process
+    (math-verify==0.8.0 for a server whose stack runs 0.9.0; ng_cli asks for >=0.7); the others
+    stay pinned where they are (pip need not reconsider them)."""
+    outcome = RequirementsOutcome(files=dict(files))
     for server, path in outcome.files.items():
         outcome.required.extend(read_requirements(server, path))
     if not outcome.required:
@@ -101,6 +128,12 @@ def ensure_requirements(
             )
         return outcome
     protected = protected_requirements(_own_requirements(), installed)
+    named = {item.name for item in outcome.required}
+    if not own_at_installed:  # what the servers name is held to ng_cli's range; the rest stays
+        protected = {
+            name: (requirement, None if name in named else version)
+            for name, (requirement, version) in protected.items()
+        }
     problems = conflicts(outcome.required, protected)
     if problems:
         raise ConfigError(
@@ -117,7 +150,11 @@ def ensure_requirements(
     if dry_run:
         say(f"requirements: would install for {', '.join(servers)}: {'; '.join(lines)}")
         return outcome
-    pins = [f"{name}=={version}" for name, (_, version) in sorted(protected.items()) if version]
+    pins = [
+        f"{name}=={version}" if version else str(requirement)
+        for name, (requirement, version) in sorted(protected.items())
+        if version or not own_at_installed
+    ]
     say(f"requirements: installing for {', '.join(servers)}: {'; '.join(lines)}")
     with tempfile.TemporaryDirectory(prefix="ng_requirements-") as work:
         pip_install(

@@ -57,6 +57,7 @@ def their_block(block: Mapping[str, Any], *, name: str, port: int) -> dict[str, 
     found = dict(block)
     found["name"] = name
     found.setdefault("entrypoint", "app.py")
+    found.setdefault("num_workers", None)  # NeMo Gym's key, split off as ours (None is all we accept)
     if found.get("host") is None:
         found["host"] = "127.0.0.1"
     if found.get("port") is None:
@@ -94,7 +95,9 @@ class NemoGymResourcesServer(ResourcesServer[NemoGymResourcesConfig]):
         super().__init__(config, name=name, servers=servers, head_url=head_url, session_secret=session_secret)
         own = self.servers.get(name)
         port = urlsplit(own.url).port if own is not None else None
-        block = their_block(config.model_dump(exclude_none=True), name=name, port=port or 0)
+        # exclude_unset, not exclude_none: a key the block sets to null (`style_length_ratio_range:
+        # null`) may be one their class requires, as NeMo Gym hands the block over with it.
+        block = their_block(config.model_dump(exclude_unset=True), name=name, port=port or 0)
         tree = global_config_tree(name, block, self.servers, head_url)
         set_global_config_dict(tree)
         their_config_class = self.nemo_gym_class.model_fields["config"].annotation

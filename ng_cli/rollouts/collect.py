@@ -28,8 +28,8 @@ from ng_cli.errors import UpstreamTimeoutError
 from ng_cli.rollouts.config import CollectConfig
 from ng_cli.rollouts.discovery import find_agent_urls
 from ng_cli.rollouts.failures import FailureKind, classify
-from ng_cli.rollouts.inputs import Task, iter_tasks, scan_input, with_seed
-from ng_cli.rollouts.materialized import write_materialized_inputs
+from ng_cli.rollouts.inputs import Task, iter_tasks, scan_input
+from ng_cli.rollouts.materialized import run_body, write_materialized_inputs
 from ng_cli.rollouts.progress import NullView, ProgressView, RunStats
 from ng_cli.rollouts.results import to_output_line
 from ng_cli.rollouts.run import CollectResult, RunFiles, close_run, open_run
@@ -142,7 +142,7 @@ class _Collector:
     async def _rollout(self, task: Task, rollout_index: int) -> None:
         """Attempt one rollout until it succeeds, fails for good, or attempts run out."""
         url = f"{self.agent_urls[task.agent]}/run"
-        row = with_seed(task.row, rollout_index) if self.config.num_repeats_add_seed else task.row
+        row = run_body(self.config, task.row, task.index, rollout_index)
         for attempt in range(1, self.config.max_attempts + 1):
             self.stats.attempts += 1
             try:

@@ -33,17 +33,27 @@ __all__ = [
     "aggregate_entries",
     "materialized_rows",
     "read_rows",
+    "run_body",
     "write_aggregate_metrics",
     "write_materialized_inputs",
 ]
+
+
+def run_body(
+    config: CollectConfig, row: Mapping[str, Any], task_index: int, rollout_index: int
+) -> dict[str, Any]:
+    """The body of one rollout's POST /run: the row (seeded for its repeat when asked) with its
+    `_ng_task_index` and `_ng_rollout_index`, as NeMo Gym's collector sends it. Servers read them:
+    a cohort scorer (genrm_compare) groups a prompt's rollouts by them and refuses a row without."""
+    seeded = with_seed(row, rollout_index) if config.num_repeats_add_seed else row
+    return {**seeded, TASK_KEY: task_index, ROLLOUT_KEY: rollout_index}
 
 
 def materialized_rows(config: CollectConfig, summary: InputSummary) -> Iterator[dict[str, Any]]:
     """Every (task, rollout) row as the collector sends it, in NeMo Gym's order."""
     for task in iter_tasks(summary, params_overrides=config.responses_create_params):
         for rollout_index in range(config.num_repeats):
-            row = with_seed(task.row, rollout_index) if config.num_repeats_add_seed else task.row
-            yield {**row, TASK_KEY: task.index, ROLLOUT_KEY: rollout_index}
+            yield run_body(config, task.row, task.index, rollout_index)
 
 
 def write_materialized_inputs(config: CollectConfig, summary: InputSummary, path: Path) -> None:

@@ -34,6 +34,7 @@ STAND_INS = frozenset(
         "openai_utils",
         "prompt",
         "reward_profile",
+        "rollout_collection",
         "rollout_correlation",
         "server_utils",
         "verifier_fixture",

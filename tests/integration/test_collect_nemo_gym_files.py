@@ -60,6 +60,8 @@ async def test_materialized_inputs_and_aggregate_metrics_are_written(tmp_path: P
         "temperature": 0.5,
         "metadata": {"extra_body": '{"seed": 1}'},
     }
+    received = sorted(agent.received, key=lambda r: (r["_ng_task_index"], r["_ng_rollout_index"]))
+    assert received == materialized  # the /run bodies carry the indices, as NeMo Gym's do
     outputs = {(r["_ng_task_index"], r["_ng_rollout_index"]): r for r in read_jsonl(tmp_path / "out.jsonl")}
     for row in materialized:  # each line is what the agent was sent (the stub echoes it back)
         sent = outputs[(row["_ng_task_index"], row["_ng_rollout_index"])]

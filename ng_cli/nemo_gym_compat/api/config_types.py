@@ -53,6 +53,7 @@ class Domain(StrEnum):
     GAMES = "games"
     TRANSLATION = "translation"
     E2E = "e2e"
+    RLHF = "rlhf"
     OTHER = "other"
 
 

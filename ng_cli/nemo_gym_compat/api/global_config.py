@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any
+from typing import Any, ClassVar
 
 from omegaconf import DictConfig, OmegaConf
 
@@ -38,23 +38,59 @@ ATTEMPT_INDEX_KEY_NAME = "_ng_attempt_index"
 AGENT_REF_KEY_NAME = "agent_ref"
 
 _GLOBAL: DictConfig | None = None
+_SERVER_TYPES = ("resources_servers", "responses_api_models", "responses_api_agents")
 
 
 class GlobalConfigDictParserConfig:
-    """NeMo Gym's parser options; the config is ng_run's here, so they select nothing."""
+    """NeMo Gym's parser options: only `initial_global_config_dict` selects anything here (the
+    rest, CLI and dotenv loading, are ng_run's)."""
+
+    NO_MODEL_GLOBAL_CONFIG_DICT: ClassVar[DictConfig] = DictConfig(
+        {
+            "policy_base_url": "",
+            "policy_api_key": "",
+            "policy_model_name": "",
+            "policy_model": {"responses_api_models": {"dummy_model": {"entrypoint": "app.py"}}},
+        }
+    )
+    """NeMo Gym's placeholder policy model, for loading a config that needs none."""
 
     def __init__(self, **kwargs: Any) -> None:
         self.options = kwargs
 
 
 class GlobalConfigDictParser:
-    """NeMo Gym parses its CLI into the global config; here ng_run composed it already."""
+    """NeMo Gym parses its CLI into the global config; here ng_run composed it already. With an
+    `initial_global_config_dict` (a server's verifier fixture loading its benchmark config
+    offline), its `config_paths` are composed by our config code from NeMo Gym's root, the dict's
+    other keys on top, as NeMo Gym's parser does."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         pass
 
-    def parse(self, *args: Any, **kwargs: Any) -> DictConfig:
-        return get_global_config_dict()
+    def parse(
+        self, parse_config: GlobalConfigDictParserConfig | None = None, *args: Any, **kwargs: Any
+    ) -> DictConfig:
+        initial = parse_config.options.get("initial_global_config_dict") if parse_config is not None else None
+        if initial is None:
+            return get_global_config_dict()
+        from ng_cli.config.compose import compose_tree
+        from ng_cli.nemo_gym_compat import api
+
+        values = OmegaConf.to_container(OmegaConf.create(initial), resolve=False)
+        assert isinstance(values, dict)
+        paths = values.pop("config_paths", None) or []
+        tree = compose_tree(
+            [str(path) for path in paths], {str(k): v for k, v in values.items()}, cwd=api.PARENT_DIR
+        )
+        for node in tree.values():  # NeMo Gym's parser gives every server a host and port
+            for server_type in _SERVER_TYPES:
+                blocks = node.get(server_type) if isinstance(node, dict) else None
+                for block in (blocks or {}).values() if isinstance(blocks, dict) else ():
+                    if isinstance(block, dict):
+                        block.setdefault("host", "127.0.0.1")
+                        block.setdefault("port", 0)  # offline: nothing is served
+        return OmegaConf.create(tree)
 
 
 def set_global_config_dict(tree: dict[str, Any]) -> None:

@@ -199,6 +199,9 @@ class NeMoGymResponse(_Open):
     usage: dict[str, Any] | None = None
     incomplete_details: dict[str, Any] | None = None
     status: str | None = None
+    error: dict[str, Any] | None = None
+    """The SDK's `Response.error` (None unless the model server failed the response):
+    structured_outputs reads it to tell an API error from a wrong answer."""
 
     @property
     def output_text(self) -> str:
