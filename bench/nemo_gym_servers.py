@@ -17,7 +17,7 @@ With `--install-requirements /tmp/SCRATCH`, each server first gets its requireme
 by ng_run's own step into a virtual environment of its own, and the packages it imports without
 listing them are installed when NeMo Gym's own dependencies bring them (every server's
 requirements.txt installs nemo-gym[dev]); the row says which (`unlisted_nemo_gym_deps`) and which
-it imports that nothing lists (`unlisted_other`): see bench/nemo_gym_envs.py. The rows it sends
+it imports that nothing lists (`unlisted_other`): see bench/_nemo_gym_envs.py. The rows it sends
 carry `_ng_task_index`/`_ng_rollout_index` as NeMo Gym's collector's do, and a cohort server
 (`num_rollouts_per_prompt` > 1) gets that many concurrent rollouts of a row.
 A row is "scored" when `/run` answered a reward that is not masked (`mask_sample`). The JSON is
@@ -411,7 +411,7 @@ def _run_all(root: Path, names: list[str], args: argparse.Namespace) -> Iterator
     if args.install_requirements is None:
         yield from _children(root, names, args.rows, args.timeout_s)
         return
-    from nemo_gym_envs import Scratch
+    from _nemo_gym_envs import Scratch
 
     from ng_cli.errors import NgError
 
@@ -530,7 +530,7 @@ def main() -> None:
         "--install-requirements", type=Path, metavar="SCRATCH",
         help="install each server's requirements.txt (ng_run's own step) into a virtual environment "
         "of its own under SCRATCH, and the packages NeMo Gym itself brings that servers import "
-        "unlisted into one shared layer (bench/nemo_gym_envs.py); without it, servers run in this "
+        "unlisted into one shared layer (bench/_nemo_gym_envs.py); without it, servers run in this "
         "interpreter as it is",
     )  # fmt: skip
     parser.add_argument("--one", nargs="+", help=argparse.SUPPRESS)
