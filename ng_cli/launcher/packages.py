@@ -25,6 +25,7 @@ import tempfile
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Required, TypedDict, Unpack
 
 from packaging.requirements import Requirement
 
@@ -75,22 +76,22 @@ def requirement_files(config: ComposedConfig) -> dict[str, Path]:
     return files
 
 
-def ensure_requirements(
-    config: ComposedConfig,
-    *,
-    install: bool,
-    dry_run: bool = False,
-    python: str = sys.executable,
-    say: Callable[[str], None] = print,
-    warn: Callable[[str], None] = print,
-    env: Mapping[str, str] | None = None,
-) -> RequirementsOutcome:
-    """The step itself (see the module's docstring); raises ConfigError for conflicts and
-    LaunchError when pip fails or leaves a requirement unmet."""
-    return ensure_requirement_files(
-        requirement_files(config), install=install, dry_run=dry_run, python=python, say=say, warn=warn,
-        env=env,
-    )  # fmt: skip
+class _StepOptions(TypedDict, total=False):
+    """`ensure_requirement_files`' keywords, which `ensure_requirements` passes on as they are."""
+
+    install: Required[bool]
+    dry_run: bool
+    python: str
+    say: Callable[[str], None]
+    warn: Callable[[str], None]
+    env: Mapping[str, str] | None
+    own_at_installed: bool
+
+
+def ensure_requirements(config: ComposedConfig, **options: Unpack[_StepOptions]) -> RequirementsOutcome:
+    """The step itself for a composed stack's servers (see the module's docstring); raises
+    ConfigError for conflicts and LaunchError when pip fails or leaves a requirement unmet."""
+    return ensure_requirement_files(requirement_files(config), **options)
 
 
 def ensure_requirement_files(
@@ -128,8 +129,8 @@ def ensure_requirement_files(
             )
         return outcome
     protected = protected_requirements(_own_requirements(), installed)
-    named = {item.name for item in outcome.required}
     if not own_at_installed:  # what the servers name is held to ng_cli's range; the rest stays
+        named = {item.name for item in outcome.required}
         protected = {
             name: (requirement, None if name in named else version)
             for name, (requirement, version) in protected.items()
