@@ -42,6 +42,7 @@ from ng_cli.protocol.responses import Response, ResponsesRequest
 from ng_cli.quickstart.plan import EXAMPLE_AGENT, EXAMPLE_INPUT, write_env_file
 from ng_cli.rollouts.failures import FailureKind
 from ng_cli.rollouts.resume import OutputPaths
+from tests.fixtures.caps import HANG_CAP_S
 from tests.fixtures.stack.harness import MARKER_VAR, marked_pids
 from tests.fixtures.stack_process import StackProcess
 from tests.fixtures.vllm_engine import VllmServer
@@ -128,7 +129,7 @@ def _stop_with_sigint(stack: StackProcess, marker: str) -> tuple[int, float, lis
     stack.process.send_signal(signal.SIGINT)
     code = stack.process.wait(timeout=STOP_TIMEOUT_S + 5)
     seconds = time.monotonic() - started
-    deadline = time.monotonic() + 10.0  # a cap on the teardown of a SIGKILLed grandchild, not a measure
+    deadline = time.monotonic() + HANG_CAP_S  # the teardown of a SIGKILLed grandchild
     while marked_pids(marker) and time.monotonic() < deadline:
         time.sleep(0.05)
     return code, seconds, marked_pids(marker)

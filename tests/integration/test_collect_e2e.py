@@ -24,6 +24,7 @@ from typing import Any
 import orjson
 import pytest
 
+from tests.fixtures.caps import HANG_CAP_S
 from tests.fixtures.stub_vllm import StubProcess
 
 pytestmark = pytest.mark.integration
@@ -78,7 +79,7 @@ def _stack(tmp_path: Path, env: dict[str, str], *overrides: str) -> Iterator[dic
             command, cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
         )
         try:
-            deadline = time.monotonic() + 60
+            deadline = time.monotonic() + HANG_CAP_S
             while not ready.exists():
                 assert run.poll() is None, (tmp_path / "ng_run.log").read_text()
                 assert time.monotonic() < deadline, (tmp_path / "ng_run.log").read_text()
@@ -86,7 +87,7 @@ def _stack(tmp_path: Path, env: dict[str, str], *overrides: str) -> Iterator[dic
             yield json.loads(ready.read_text())
         finally:
             run.send_signal(signal.SIGTERM)
-            run.wait(timeout=15)
+            run.wait(timeout=HANG_CAP_S)
             log.close()
 
 

@@ -19,6 +19,7 @@ import orjson
 import pytest
 
 from ng_cli.servers.testing import serve_in_thread
+from tests.fixtures.caps import HANG_CAP_S
 from tests.fixtures.rollouts.stub_agent import StubAgent, StubFaults
 
 pytestmark = pytest.mark.integration
@@ -66,13 +67,13 @@ def test_sigkill_halfway_then_resume_gives_every_rollout_exactly_once(tmp_path: 
     args, env = command(agent_url), environment(tmp_path)
 
     first = subprocess.Popen(args, cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + HANG_CAP_S
     while line_count(output) < TASKS * REPEATS // 2:
         assert first.poll() is None, f"the collector ended before it was killed: {first.stderr.read()!r}"  # type: ignore[union-attr]
         assert time.monotonic() < deadline, "no progress"
         time.sleep(0.005)
     first.send_signal(signal.SIGKILL)
-    assert first.wait(timeout=10) == -signal.SIGKILL
+    assert first.wait(timeout=HANG_CAP_S) == -signal.SIGKILL
     first.stderr.close()  # type: ignore[union-attr]
     written_before = line_count(output)
     assert TASKS * REPEATS // 2 <= written_before < TASKS * REPEATS

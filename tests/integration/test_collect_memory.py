@@ -19,6 +19,7 @@ import orjson
 import pytest
 
 from ng_cli.servers.testing import serve_in_thread
+from tests.fixtures.caps import HANG_CAP_S
 from tests.fixtures.rollouts.stub_agent import StubAgent, StubFaults
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -66,7 +67,7 @@ def peak_rss_kib(tmp_path: Path, source: Path, agent: StubAgent, url: str) -> in
         stderr=subprocess.DEVNULL,
     )
     try:
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + HANG_CAP_S
         while sum(agent.calls.values()) - calls_before < PARALLEL:
             assert process.poll() is None
             assert time.monotonic() < deadline
@@ -76,7 +77,7 @@ def peak_rss_kib(tmp_path: Path, source: Path, agent: StubAgent, url: str) -> in
         return int(next(line for line in status.splitlines() if line.startswith("VmHWM:")).split()[1])
     finally:
         process.send_signal(signal.SIGKILL)
-        process.wait(timeout=10)
+        process.wait(timeout=HANG_CAP_S)
 
 
 def test_peak_memory_does_not_follow_input_size(tmp_path: Path, holding_agent: tuple[StubAgent, str]) -> None:

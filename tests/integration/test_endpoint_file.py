@@ -24,6 +24,7 @@ from typing import Any
 import orjson
 import pytest
 
+from tests.fixtures.caps import HANG_CAP_S
 from tests.fixtures.stub_vllm import StubProcess
 
 pytestmark = pytest.mark.integration
@@ -120,7 +121,7 @@ def test_endpoint_file_rewritten_mid_collection_loses_no_rollout(tmp_path: Path)
             _, stderr = collect.communicate(timeout=180)
         finally:
             run.send_signal(signal.SIGTERM)
-            run.wait(timeout=15)
+            run.wait(timeout=HANG_CAP_S)
             log.close()
     assert collect.returncode == 0, stderr
     output = [orjson.loads(line) for line in (tmp_path / "out.jsonl").read_bytes().splitlines()]

@@ -25,6 +25,7 @@ from typer.testing import CliRunner
 
 from ng_cli.commands.dump_config import app as dump_app
 from ng_cli.commands.run import app as run_app
+from tests.fixtures.caps import HANG_CAP_S
 from tests.fixtures.commands import ng
 from tests.fixtures.stub_vllm import StubProcess
 
@@ -149,7 +150,7 @@ def test_starts_unchanged_and_collects_scored_rollouts(row: Row, engine: StubPro
             start_new_session=True,
         )
         try:
-            deadline = time.monotonic() + 90
+            deadline = time.monotonic() + HANG_CAP_S
             while not ready.exists():
                 assert run.poll() is None, log_path.read_text()
                 assert time.monotonic() < deadline, log_path.read_text()
@@ -172,7 +173,7 @@ def test_starts_unchanged_and_collects_scored_rollouts(row: Row, engine: StubPro
             )
         finally:
             run.send_signal(signal.SIGTERM)
-            run.wait(timeout=20)
+            run.wait(timeout=HANG_CAP_S)
     assert collect.returncode == 0, collect.stderr + log_path.read_text()
     output = [orjson.loads(line) for line in (tmp_path / "out.jsonl").read_bytes().splitlines()]
     assert len(output) == 2

@@ -40,6 +40,7 @@ from ng_cli.servers.testing import (
     tool_outputs,
 )
 from responses_api_agents.simple_agent.app import SimpleAgent
+from tests.fixtures.caps import HANG_CAP_S
 from tests.fixtures.stub_vllm import StubProcess
 
 pytestmark = pytest.mark.integration
@@ -251,7 +252,7 @@ def test_ng_run_from_their_root_collects_scored_rollouts(tmp_path: Path) -> None
                 cwd=NEMO_GYM_ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
             )  # fmt: skip
             try:
-                deadline = time.monotonic() + 120
+                deadline = time.monotonic() + HANG_CAP_S
                 while not ready.exists():
                     assert run.poll() is None, log_path.read_text()
                     assert time.monotonic() < deadline, log_path.read_text()
@@ -269,7 +270,7 @@ def test_ng_run_from_their_root_collects_scored_rollouts(tmp_path: Path) -> None
                 )  # fmt: skip
             finally:
                 run.send_signal(signal.SIGTERM)
-                run.wait(timeout=30)
+                run.wait(timeout=HANG_CAP_S)
     assert collect.returncode == 0, collect.stderr + log_path.read_text()
     rows = [orjson.loads(line) for line in (tmp_path / "out.jsonl").read_bytes().splitlines()]
     assert [type(row["reward"]) for row in rows] == [float] * 5

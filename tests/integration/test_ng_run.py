@@ -19,8 +19,8 @@ import pytest
 
 from ng_cli.launcher.ports import bind_listener, is_port_free
 from ng_cli.launcher.stack import STOP_TIMEOUT_S
+from tests.fixtures.caps import HANG_CAP_S
 from tests.fixtures.stack.harness import (
-    EXIT_CAP_S,
     SECRET,
     Launcher,
     NgRun,
@@ -140,7 +140,7 @@ def test_children_do_not_outlive_a_sigkilled_ng_run(launcher: Launcher) -> None:
     ports = run.ports()
 
     run.process.kill()
-    run.wait_exit(timeout_s=EXIT_CAP_S)
+    run.wait_exit(timeout_s=HANG_CAP_S)
     assert_all_gone(run, within_s=STOP_TIMEOUT_S)
 
     assert marked_pids(run.marker) == []
@@ -150,7 +150,7 @@ def test_children_do_not_outlive_a_sigkilled_ng_run(launcher: Launcher) -> None:
 def test_a_crash_before_ready_shows_its_last_lines(launcher: Launcher) -> None:
     run = launcher.start("++tools_b.resources_servers.echo_tools.fail_on_startup=boom-before-ready")
 
-    code = run.wait_exit(timeout_s=EXIT_CAP_S)
+    code = run.wait_exit(timeout_s=HANG_CAP_S)
 
     assert code == 1
     error = run.output[run.output.index("error: ") :]
@@ -167,7 +167,7 @@ def test_a_crash_before_ready_shows_its_last_lines(launcher: Launcher) -> None:
 def test_config_error_exits_2_and_starts_nothing(launcher: Launcher) -> None:
     run = launcher.start("++relay.responses_api_agents.relay_agent.entrypoint=missing.py")
 
-    code = run.wait_exit(timeout_s=EXIT_CAP_S)
+    code = run.wait_exit(timeout_s=HANG_CAP_S)
 
     assert code == 2
     assert "instance 'relay'" in run.output
@@ -179,7 +179,7 @@ def test_a_taken_head_port_is_a_clear_error(launcher: Launcher) -> None:
     holder = bind_listener("127.0.0.1", 0, owner="someone else")
     try:
         run = launcher.start(f"++head_server.port={holder.getsockname()[1]}")
-        code = run.wait_exit(timeout_s=EXIT_CAP_S)
+        code = run.wait_exit(timeout_s=HANG_CAP_S)
     finally:
         holder.close()
 
@@ -192,7 +192,7 @@ def test_a_taken_head_port_is_a_clear_error(launcher: Launcher) -> None:
 def test_dry_run_prints_the_plan_and_starts_nothing(launcher: Launcher) -> None:
     run = launcher.start("+dry_run=true")
 
-    code = run.wait_exit(timeout_s=EXIT_CAP_S)
+    code = run.wait_exit(timeout_s=HANG_CAP_S)
 
     assert code == 0
     for name in SERVER_NAMES:

@@ -58,7 +58,7 @@ specs = {}
 for spec in engines.engines:
     children[spec.name], specs[spec.name] = backend.start_engine(spec, engines, sink)
 def wait_lines(name, count):
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + 300
     while len(lines.get(name, [])) < count and time.monotonic() < deadline:
         time.sleep(0.1)
 for name in children:

@@ -20,6 +20,7 @@ from pathlib import Path
 import orjson
 import pytest
 
+from tests.fixtures.caps import HANG_CAP_S
 from tests.fixtures.commands import ng
 from tests.fixtures.new_environment import NAME, make_root, read_jsonl
 from tests.fixtures.stub_vllm import StubProcess
@@ -149,13 +150,13 @@ def test_ctrl_c_keeps_finished_rollouts_leaves_no_process_and_resumes(tmp_path: 
             command, cwd=root, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
         )
         try:
-            deadline = time.monotonic() + 60
+            deadline = time.monotonic() + HANG_CAP_S
             while not (output.exists() and output.stat().st_size > 0):
                 assert process.poll() is None, process.communicate()[0]
                 assert time.monotonic() < deadline
                 time.sleep(0.05)
             process.send_signal(signal.SIGINT)
-            log, _ = process.communicate(timeout=20)
+            log, _ = process.communicate(timeout=HANG_CAP_S)
         finally:
             if process.poll() is None:
                 process.kill()

@@ -31,6 +31,7 @@ from ng_cli.config.schema import validate_block
 from ng_cli.servers.loading import load_server_class
 from ng_cli.servers.testing import serve_in_thread
 from tests.fixtures import checkpoints
+from tests.fixtures.caps import HANG_CAP_S
 
 ROOT = Path(__file__).resolve().parents[2]
 APP = ROOT / "responses_api_models" / "local_vllm_model" / "app.py"
@@ -291,7 +292,7 @@ def test_a_push_left_open_is_aborted_when_its_lease_ends(
 ) -> None:
     stand_ins, _roots, url = engines
     assert admin(url, "/admin/weights/begin", {"version": 3})[0] == 200
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + HANG_CAP_S
     while admin(url, "/admin/weights")[1]["pushing"] and time.monotonic() < deadline:
         time.sleep(0.1)
     state = admin(url, "/admin/weights")[1]

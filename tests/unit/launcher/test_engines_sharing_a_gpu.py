@@ -19,6 +19,7 @@ import pytest
 from ng_cli.engines.config import LocalVllmModelConfig
 from ng_cli.engines.plan import EngineSpec, InstanceEngines, plan_engines
 from ng_cli.launcher.engines import EngineFleet
+from tests.fixtures.caps import HANG_CAP_S
 
 STUB = Path(__file__).resolve().parents[2] / "fixtures" / "stub_vllm.py"
 
@@ -92,7 +93,7 @@ def test_two_replicas_on_one_gpu_start_one_after_the_other(tmp_path: Path) -> No
         # Both die: the restarts are spaced the same way.
         for child in fleet.children:
             child.kill()
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + HANG_CAP_S
         while len(spawns) < 4 or not all(engine.ready_s is not None for engine in fleet.engines):
             assert time.monotonic() < deadline, said[-5:]
             fleet.poll()
