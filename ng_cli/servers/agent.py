@@ -101,32 +101,19 @@ class AgentServer(BaseServer[AC]):
         return dict(verified)
 
     async def post_resources(self, path: str, payload: Any, **kwargs: Any) -> Any:
-        """POST to the resources server once; if it cannot be reached and the head says it has
-        moved (restarted on another node), once more at its new address."""
-        try:
-            return await self.http.post_json(f"{self.resources_url}{path}", payload, **kwargs)
-        except UpstreamUnavailableError:
-            if not await self.follow_moves():
-                raise
-            return await self.http.post_json(f"{self.resources_url}{path}", payload, **kwargs)
+        """POST to the resources server once (followed to its new address if it moved)."""
+        return await self.post_json_to(self.config.resources_server, path, payload, **kwargs)
 
     async def call_model(
         self, body: dict[str, Any], cookies: dict[str, str], hop: HopConfig
     ) -> dict[str, Any]:
-        """One `POST /v1/responses` to the model server, retried as `hop` says; its Response."""
-        url = f"{self.model_url}/v1/responses"
-        try:
-            answer = await self.http.post_json_with_retry(
-                url, body, retry=hop.retry(), cookies=cookies, timeouts=hop.timeouts()
-            )
-        except UpstreamUnavailableError:
-            if not await self.follow_moves():  # the model server restarted elsewhere?
-                raise
-            url = f"{self.model_url}/v1/responses"
-            answer = await self.http.post_json_with_retry(
-                url, body, retry=hop.retry(), cookies=cookies, timeouts=hop.timeouts()
-            )
-        return checked_response(answer, url)
+        """One `POST /v1/responses` to the model server, retried as `hop` says (followed to its new
+        address if it moved); its Response."""
+        answer = await self.post_json_to(
+            self.config.model_server, "/v1/responses", body,
+            retry=hop.retry(), cookies=cookies, timeouts=hop.timeouts(),
+        )  # fmt: skip
+        return checked_response(answer, f"{self.model_url}/v1/responses")
 
     async def stream_model(
         self,

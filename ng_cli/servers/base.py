@@ -19,9 +19,9 @@ from fastapi import FastAPI
 
 from ng_cli.config.schema import ServerConfig, ServerRef
 from ng_cli.config.secrets import Redactor
-from ng_cli.errors import ConfigError, NgError, UpstreamError
+from ng_cli.errors import ConfigError, NgError, UpstreamError, UpstreamUnavailableError
 from ng_cli.servers.app import build_app
-from ng_cli.servers.http import HttpClient
+from ng_cli.servers.http import HttpClient, RetryPolicy
 from ng_cli.servers.session import SessionMiddleware, SessionSigner
 from ng_cli.servers.spec import ServerAddress
 
@@ -83,6 +83,24 @@ class BaseServer(Generic[ConfigT]):
                 self.servers[str(name)] = known.model_copy(update={"url": url})
                 changed = True
         return changed
+
+    async def post_json_to(
+        self, ref: ServerRef, path: str, payload: Any, *, retry: RetryPolicy | None = None, **kwargs: Any
+    ) -> Any:
+        """POST to another server of the stack by reference (retried as `retry` says, else once).
+        One that cannot be reached and that the head says has moved (restarted on another Ray
+        node) is called once more at its new address: agents calling their environment and model,
+        environments calling their judge."""
+        for may_follow in (True, False):
+            url = f"{self.url_of(ref)}{path}"
+            try:
+                if retry is None:
+                    return await self.http.post_json(url, payload, **kwargs)
+                return await self.http.post_json_with_retry(url, payload, retry=retry, **kwargs)
+            except UpstreamUnavailableError:
+                if not may_follow or not await self.follow_moves():
+                    raise
+        raise AssertionError("unreachable: the second try returns or raises")
 
     def setup_routes(self, app: FastAPI) -> None:
         """Add this server's routes. The base adds none."""

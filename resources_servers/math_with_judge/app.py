@@ -145,7 +145,6 @@ class MathWithJudge(ResourcesServer[MathWithJudgeConfig]):
     async def _ask_judge(self, question: str, expected: str, answer: str) -> tuple[bool | None, str | None]:
         """(the judge's verdict, or None with the reason it gave none)."""
         assert self.judge is not None
-        url = f"{self.url_of(self.judge)}/v1/responses"
         body = judge_request(
             question=question,
             expected=expected,
@@ -156,8 +155,9 @@ class MathWithJudge(ResourcesServer[MathWithJudgeConfig]):
         )
         deadline = self.config.judge_timeout_s
         try:
-            answer_body = await self.http.post_json_with_retry(
-                url,
+            answer_body = await self.post_json_to(  # a judge restarted on another node is followed
+                self.judge,
+                "/v1/responses",
                 body,
                 retry=RetryPolicy(max_attempts=self.config.judge_max_attempts),
                 timeouts=Timeouts(connect_s=min(5.0, deadline), read_s=deadline, total_s=deadline),

@@ -1,4 +1,4 @@
-"""An agent follows a server that moved (issue 29): restarted on another Ray node after its own
+"""An agent (or an environment calling its judge) follows a server that moved (issue 29): restarted on another Ray node after its own
 node was lost, the resources server listens at a new address; the agent still holds the old one.
 
 Real servers on loopback: example_single_tool_call, simple_agent, a scripted model, and the real
@@ -16,9 +16,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fastapi import FastAPI
 
+from ng_cli.config.schema import ResourcesServerConfig, ServerRef
+from ng_cli.errors import UpstreamUnavailableError
 from ng_cli.head import build_head_app
+from ng_cli.servers import ResourcesServer, RetryPolicy
 from ng_cli.servers.loading import load_server_class
+from ng_cli.servers.spec import ServerAddress
 from ng_cli.servers.testing import assistant_message, function_call, serve_in_thread, serve_rollout_stack
 
 pytestmark = pytest.mark.integration
@@ -87,3 +92,41 @@ def test_without_a_head_that_knows_better_the_old_address_fails_as_unavailable()
     assert answer["error"]["type"] == "UpstreamUnavailableError"
     assert dead in json.dumps(answer)
     assert stack.model.requests == []  # it failed at seed_session, before any model call
+
+
+def _judge_app() -> FastAPI:
+    app = FastAPI()
+
+    @app.post("/v1/responses")
+    async def responses(body: dict[str, Any]) -> dict[str, Any]:
+        return {"echo": body}
+
+    return app
+
+
+async def test_an_environment_whose_judge_moved_calls_it_at_its_new_address() -> None:
+    """`post_json_to` (environments calling a judge, agents their model and environment): the
+    judge's old address refuses; the head lists the new one; the call lands there, retried once."""
+    judge = ServerRef(type="responses_api_models", name="judge")
+    with serve_in_thread(_judge_app()) as moved_to:
+        server = ResourcesServer(
+            ResourcesServerConfig(),
+            name="env",
+            servers={
+                "judge": ServerAddress(server_type=judge.type, implementation="vllm_model", url=_dead_url())
+            },
+        )
+        listed = [{"name": "judge", "url": moved_to, "is_ready": True}]
+        with serve_in_thread(build_head_app(config={}, servers=lambda: listed)) as head_url:
+            server.head_url = head_url
+            answer = await server.post_json_to(
+                judge, "/v1/responses", {"input": "2+2"}, retry=RetryPolicy(max_attempts=2)
+            )
+        assert answer == {"echo": {"input": "2+2"}}
+        assert server.servers["judge"].url == moved_to
+
+        server.servers["judge"] = server.servers["judge"].model_copy(update={"url": _dead_url()})
+        server.head_url = None  # the control: nobody to ask, the old address's failure stands
+        with pytest.raises(UpstreamUnavailableError):
+            await server.post_json_to(judge, "/v1/responses", {"input": "2+2"})
+        await server.http.close()
