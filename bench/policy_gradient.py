@@ -53,7 +53,9 @@ def train(args: list[str]) -> dict[str, Any]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--steps", type=int, default=12)
+    parser.add_argument(
+        "--steps", type=int, default=12, help="training steps (0: the noisy start served and measured once)"
+    )
     parser.add_argument("--rollouts", type=int, default=64)
     parser.add_argument("--noise", type=float, default=0.6)
     parser.add_argument("--lr", type=float, default=3e-4)
