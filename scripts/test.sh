@@ -30,7 +30,9 @@ echo "== pytest"
 # --durations: where CI time goes, in every log (the slowest phases: setup, call, teardown).
 # No arguments: two pytest processes at once on CI's two cores, every test that starts a vLLM
 # engine or a Ray cluster in one (one engine or cluster at a time), the rest in the other; the
-# second one's log is printed after the first. Arguments (paths, -k, -m ...): one process.
+# second one's log is printed after the first. The bench smokes (marker `bench`) run in the
+# second, engine or not: they only check that each script runs to the end, and the first is the
+# longer one. Arguments (paths, -k, -m ...): one process.
 export NG_REQUIRE_ENGINE=1 NG_REQUIRE_BROWSER=1 NG_REQUIRE_RAY=1
 pytest=(.venv/bin/python -m pytest -p no:cacheprovider)
 set +e
@@ -39,14 +41,14 @@ if [ "$#" -gt 0 ]; then
   codes=("$?")
 else
   rest_log=$(mktemp)
-  "${pytest[@]}" --durations=25 -m "not engine and not ray" >"$rest_log" 2>&1 &
+  "${pytest[@]}" --durations=25 -m "bench or not (engine or ray)" >"$rest_log" 2>&1 &
   rest=$!
-  echo "== pytest -m 'engine or ray' (the other tests run beside it: their log follows)"
-  "${pytest[@]}" --durations=25 -m "engine or ray"
+  echo "== pytest -m '(engine or ray) and not bench' (the other tests run beside it: their log follows)"
+  "${pytest[@]}" --durations=25 -m "(engine or ray) and not bench"
   heavy_code=$?
   wait "$rest"
   rest_code=$?
-  echo "== pytest -m 'not engine and not ray'"
+  echo "== pytest -m 'bench or not (engine or ray)'"
   cat "$rest_log"
   rm -f "$rest_log"
   codes=("$heavy_code" "$rest_code")

@@ -28,6 +28,8 @@ from tests.fixtures.engine_env import require_vllm_env
 from tests.fixtures.stack.harness import MARKER_VAR, marked_pids
 from tests.fixtures.wheelhouse import make_wheel, write_wheelhouse
 
+pytestmark = pytest.mark.bench
+
 ROOT = Path(__file__).resolve().parents[2]
 BENCH = ROOT / "bench"
 TIMEOUT_S = 900
