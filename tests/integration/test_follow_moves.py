@@ -15,6 +15,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import pytest
 from fastapi import FastAPI
 
@@ -130,3 +131,34 @@ async def test_an_environment_whose_judge_moved_calls_it_at_its_new_address() ->
         with pytest.raises(UpstreamUnavailableError):
             await server.post_json_to(judge, "/v1/responses", {"input": "2+2"})
         await server.http.close()
+
+
+async def test_a_nemo_gym_server_client_follows_a_judge_that_moved() -> None:
+    """NeMo Gym's `server_client.post(server_name=...)` (the compatibility layer's): the config's
+    address refuses, the head lists the new one, the call lands there; the control, a head that
+    lists the same dead address, leaves the connection error standing."""
+    from ng_cli.nemo_gym_compat.api.server_utils import ServerClient, close_client_session
+
+    dead_port = int(_dead_url().rsplit(":", 1)[1])
+    with serve_in_thread(_judge_app()) as moved_to:
+        listed = [{"name": "judge", "url": moved_to, "is_ready": True}]
+        with serve_in_thread(build_head_app(config={}, servers=lambda: listed)) as head_url:
+            client = ServerClient.model_validate(
+                {
+                    "head_server_config": {"host": "127.0.0.1", "port": int(head_url.rsplit(":", 1)[1])},
+                    "global_config_dict": {
+                        "judge": {"responses_api_models": {"x": {"host": "127.0.0.1", "port": dead_port}}}
+                    },
+                }
+            )
+            try:
+                answer = await client.post(
+                    server_name="judge", url_path="/v1/responses", json={"input": "2+2"}
+                )
+                assert (answer.status, await answer.json()) == (200, {"echo": {"input": "2+2"}})
+                listed[0]["url"] = f"http://127.0.0.1:{dead_port}"
+                stale = ServerClient.model_validate(client.model_dump())
+                with pytest.raises(aiohttp.ClientConnectionError):
+                    await stale.post(server_name="judge", url_path="/v1/responses", json={"input": "2+2"})
+            finally:
+                await close_client_session()

@@ -185,7 +185,31 @@ class ServerClient(BaseModel):
     async def request(
         self, server_name: str, url_path: str, method: str, **kwargs: Any
     ) -> aiohttp.ClientResponse:
-        return await request(method, f"{self._resolve_base_url(server_name)}{url_path}", **kwargs)
+        """A call that cannot connect (after NeMo Gym's tries) is made once more where the head
+        says the server is now: one restarted on another Ray node (its own node lost) has moved."""
+        try:
+            return await request(method, f"{self._resolve_base_url(server_name)}{url_path}", **kwargs)
+        except (TimeoutError, aiohttp.ClientConnectionError):
+            if not await self._follow_move(server_name):
+                raise
+            return await request(method, f"{self._resolve_base_url(server_name)}{url_path}", **kwargs)
+
+    async def _follow_move(self, server_name: str) -> bool:
+        """Re-read `server_name`'s address from the head's `/servers` (ng_run's live plan); True
+        when it changed. A head that cannot say leaves the address as it was."""
+        head = f"http://{self.head_server_config.host}:{self.head_server_config.port}/servers"
+        try:
+            listed = orjson.loads(await (await request("GET", head)).read())
+        except (TimeoutError, aiohttp.ClientError, orjson.JSONDecodeError):
+            return False
+        entries = listed if isinstance(listed, list) else []
+        url = next(
+            (e.get("url") for e in entries if isinstance(e, dict) and e.get("name") == server_name), None
+        )
+        if not isinstance(url, str) or not url or url.rstrip("/") == self._resolve_base_url(server_name):
+            return False
+        self._base_urls[server_name] = url.rstrip("/")
+        return True
 
     async def get(self, server_name: str, url_path: str, **kwargs: Any) -> aiohttp.ClientResponse:
         return await self.request(server_name, url_path, "GET", **kwargs)
