@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.fixtures.caps import HANG_CAP_S
 from tests.fixtures.commands import ng
 
 pytestmark = pytest.mark.integration
@@ -32,7 +33,7 @@ def collect(cwd: Path, output: str, *extra: str) -> subprocess.CompletedProcess[
         *extra,
         cwd=cwd,
         env=env,
-        timeout_s=60,
+        timeout_s=HANG_CAP_S,
     )
 
 

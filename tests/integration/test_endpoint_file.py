@@ -45,7 +45,7 @@ def _chat_calls(stub: StubProcess) -> int:
         return int(json.loads(answer.read())["calls"]["chat"])
 
 
-def _wait_for(predicate: Any, what: str, timeout_s: float = 60.0) -> None:
+def _wait_for(predicate: Any, what: str, timeout_s: float = HANG_CAP_S) -> None:
     deadline = time.monotonic() + timeout_s
     while not predicate():
         assert time.monotonic() < deadline, f"timed out waiting for {what}"

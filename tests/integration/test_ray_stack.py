@@ -116,7 +116,7 @@ def test_servers_as_actors_on_an_existing_cluster_ctrl_c_removes_only_ours(
     launcher = Launcher(tmp_path)
     try:
         run = launcher.start(f"++ray.address={address}", "++ray.servers={tools_a: 1, policy_model: 0.5}")
-        stack = run.wait_ready(timeout_s=120)
+        stack = run.wait_ready()
         run_id = stack["ray"]["run_id"]
         servers = {server["name"]: server for server in stack["servers"]}
         assert servers["tools_a"]["actor"] == f"ng-{run_id}-server-tools_a"
@@ -183,7 +183,7 @@ def test_servers_listen_on_the_node_address_only_when_the_config_says_so(
         run = launcher.start(
             f"++ray.address={address}", "++ray.servers=[tools_a]", "++ray.servers_listen_on=node"
         )
-        stack = run.wait_ready(timeout_s=120)
+        stack = run.wait_ready()
         tools_a = next(server for server in stack["servers"] if server["name"] == "tools_a")
         assert tools_a["url"] == f"http://{tools_a['node']}:{tools_a['url'].rsplit(':', 1)[1]}"
         assert _accepts((tools_a["node"], int(tools_a["url"].rsplit(":", 1)[1])))
@@ -208,7 +208,7 @@ def test_a_dead_server_actor_is_reported_by_name_with_its_last_lines(
     launcher = Launcher(tmp_path)
     try:
         run = launcher.start(f"++ray.address={address}", "++ray.servers=[tools_a]")
-        stack = run.wait_ready(timeout_s=120)
+        stack = run.wait_ready()
         run_id = stack["ray"]["run_id"]
         tools_a = next(server for server in stack["servers"] if server["name"] == "tools_a")
         os.kill(int(tools_a["actor_pid"]), signal.SIGKILL)  # what an OOM kill or a lost node does

@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 
 from ng_cli.servers.testing import ChildServer, serve_in_child
+from tests.fixtures.caps import HANG_CAP_S
 from tests.fixtures.stub_vllm import StubProcess
 
 pytestmark = pytest.mark.integration
@@ -48,7 +49,7 @@ def _chat_calls(upstream: StubProcess) -> int:
         return int(json.loads(answer.read())["calls"]["chat"])
 
 
-def _until(condition: Callable[[], bool], timeout_s: float = 30.0) -> None:
+def _until(condition: Callable[[], bool], timeout_s: float = HANG_CAP_S) -> None:
     deadline = time.monotonic() + timeout_s
     while not condition():
         assert time.monotonic() < deadline, "the condition never held"

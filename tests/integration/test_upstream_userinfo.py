@@ -24,6 +24,7 @@ import pytest
 from ng_cli.config.schema import validate_block
 from ng_cli.servers.loading import load_server_class
 from ng_cli.servers.testing import serve_in_thread
+from tests.fixtures.caps import HANG_CAP_S
 from tests.fixtures.stub_vllm import StubVllm
 
 pytestmark = pytest.mark.integration
@@ -120,7 +121,7 @@ async def test_userinfo_in_a_rewritten_endpoint_file_is_sent_as_basic_auth_and_n
         assert PASSWORD not in text, where
 
 
-async def wait_for_label(url: str, sample: str, timeout_s: float = 30.0) -> None:
+async def wait_for_label(url: str, sample: str, timeout_s: float = HANG_CAP_S) -> None:
     """Until the model server's /metrics shows `sample` (it has followed the endpoint file)."""
     deadline = asyncio.get_running_loop().time() + timeout_s
     async with aiohttp.ClientSession() as http:
