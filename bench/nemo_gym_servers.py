@@ -12,7 +12,8 @@ For each folder of `<root>/resources_servers/` (NeMo Gym 0.7.0 unpacked: `pip do
      prompt (an empty answer where there is none), and each `/run` answer's reward is kept;
   3. a model-server reference other than the policy (a judge, a user simulator) points at a stub
      judge on loopback answering `/v1/responses` and `/v1/chat/completions` with one fixed text
-     that carries the common verdict forms.
+     that carries the common verdict forms; `policy_base_url` is that stub too, for servers that
+     call their judge by URL (verifif: `judge_base_url: ${policy_base_url}`).
 With `--install-requirements /tmp/SCRATCH`, each server first gets its requirements.txt installed
 by ng_run's own step into a virtual environment of its own, and the packages it imports without
 listing them are installed when NeMo Gym's own dependencies bring them (every server's
@@ -262,7 +263,16 @@ def run_one(root: Path, name: str, max_rows: int) -> dict[str, Any]:
 
 
 def _run_one(root: Path, name: str, max_rows: int) -> dict[str, Any]:
-    """Start one server under our framework and run its example rows (in this process)."""
+    """Start one server under our framework and run its example rows (in this process), with the
+    stub judge on loopback as every second model it names, and as `policy_base_url` (the judge
+    endpoint of servers that call one by URL: verifif's `judge_base_url: ${policy_base_url}`)."""
+    from ng_cli.servers.testing import serve_in_thread
+
+    with serve_in_thread(_stub_judge_app()) as judge_url:
+        return _run_with_judge(root, name, max_rows, judge_url)
+
+
+def _run_with_judge(root: Path, name: str, max_rows: int, judge_url: str) -> dict[str, Any]:
     import httpx2 as httpx  # the HTTP client the project's dev environment has
 
     from ng_cli.config.compose import compose_config
@@ -291,7 +301,9 @@ def _run_one(root: Path, name: str, max_rows: int) -> dict[str, Any]:
         paths = [str(config_path.relative_to(root))]
         if (root / POLICY_MODEL_CONFIG).exists():
             paths.append(POLICY_MODEL_CONFIG)
-        composed = compose_config([f"+config_paths=[{','.join(paths)}]"], cwd=root)
+        composed = compose_config(
+            [f"+config_paths=[{','.join(paths)}]", f"policy_base_url={judge_url}/v1"], cwd=root
+        )
         block = dict(composed.instances[instance].block)
     except Exception as error:  # a config ours cannot compose: NeMo Gym's own block, as written
         _, block = _resources_block(config_path, name) or (instance, {})
@@ -304,101 +316,100 @@ def _run_one(root: Path, name: str, max_rows: int) -> dict[str, Any]:
         result["reason"] = f"does not start: {type(error).__name__}: {lines[:400]}"
         return result
     secret = "bench-secret"
-    with serve_in_thread(_stub_judge_app()) as judge_url:
-        servers = {
-            ref_name: ServerAddress(
-                server_type="responses_api_models", implementation="stub_judge", url=judge_url
-            )
-            for _, ref_name in info["model_refs"]
-        }
-        if getattr(server_class, "run_in_own_folder", False):
-            os.chdir(folder)  # as ng_run's server process does (and NeMo Gym's launcher)
-        try:
-            server = server_class(config, name=instance, servers=servers, session_secret=secret)
-            app = server.build_app()
-        except BaseException as error:
-            result["reason"] = f"does not start: {type(error).__name__}: {str(error)[:300]}"
+    servers = {
+        ref_name: ServerAddress(
+            server_type="responses_api_models", implementation="stub_judge", url=judge_url
+        )
+        for _, ref_name in info["model_refs"]
+    }
+    if getattr(server_class, "run_in_own_folder", False):
+        os.chdir(folder)  # as ng_run's server process does (and NeMo Gym's launcher)
+    try:
+        server = server_class(config, name=instance, servers=servers, session_secret=secret)
+        app = server.build_app()
+    except BaseException as error:
+        result["reason"] = f"does not start: {type(error).__name__}: {str(error)[:300]}"
+        return result
+    try:
+        serving = serve_in_thread(app, startup_timeout_s=60)
+        resources_url = serving.__enter__()
+    except BaseException as error:
+        result["reason"] = f"does not start: {type(error).__name__}: {str(error)[:300]}"
+        return result
+    try:
+        result["starts"] = True  # serve_in_thread returned: the app started and accepts connections
+        if info["agent"] != "simple_agent":
+            result["reason"] = f"pairs with {info['agent']}, not run by this harness"
             return result
-        try:
-            serving = serve_in_thread(app, startup_timeout_s=60)
-            resources_url = serving.__enter__()
-        except BaseException as error:
-            result["reason"] = f"does not start: {type(error).__name__}: {str(error)[:300]}"
+        example = folder / "data" / "example.jsonl"
+        if not example.exists():
+            result["reason"] = "no data/example.jsonl"
             return result
-        try:
-            result["starts"] = True  # serve_in_thread returned: the app started and accepts connections
-            if info["agent"] != "simple_agent":
-                result["reason"] = f"pairs with {info['agent']}, not run by this harness"
-                return result
-            example = folder / "data" / "example.jsonl"
-            if not example.exists():
-                result["reason"] = "no data/example.jsonl"
-                return result
-            rows = [json.loads(line) for line in example.read_text().splitlines() if line.strip()][:max_rows]
-            recorded = _recorded_turns(folder)
+        rows = [json.loads(line) for line in example.read_text().splitlines() if line.strip()][:max_rows]
+        recorded = _recorded_turns(folder)
 
-            def policy(body: dict[str, Any]) -> list[dict[str, Any]]:
-                turns = recorded.get(_first_user_text(body.get("input")))
-                turn = _tool_rounds(body.get("input"))
-                if turns and turn < len(turns):
-                    return turns[turn]
-                return [assistant_message("")]
+        def policy(body: dict[str, Any]) -> list[dict[str, Any]]:
+            turns = recorded.get(_first_user_text(body.get("input")))
+            turn = _tool_rounds(body.get("input"))
+            if turns and turn < len(turns):
+                return turns[turn]
+            return [assistant_message("")]
 
-            # A cohort server (genrm_compare) scores a prompt's rollouts together: each row is sent
-            # as that many concurrent rollouts, as NeMo Gym's num_repeats would.
-            cohort = int(getattr(config, "num_rollouts_per_prompt", 1) or 1)
-            if cohort > 1:
-                rows = rows[: max(1, max_rows // cohort)]
-            runs = [
-                {**row, TASK_KEY: task, ROLLOUT_KEY: repeat}
-                for task, row in enumerate(rows)
-                for repeat in range(cohort)
-            ]
-            with (
-                serve_agent(
-                    SimpleAgent,
-                    policy,
-                    resources_url=resources_url,
-                    resources_server_type="resources_servers",
-                    resources_name=instance,
-                    session_secret=secret,
-                ) as stack,
-                ThreadPoolExecutor(max_workers=cohort) as pool,
-            ):
-                rewards, problems = [], Counter[str]()
+        # A cohort server (genrm_compare) scores a prompt's rollouts together: each row is sent
+        # as that many concurrent rollouts, as NeMo Gym's num_repeats would.
+        cohort = int(getattr(config, "num_rollouts_per_prompt", 1) or 1)
+        if cohort > 1:
+            rows = rows[: max(1, max_rows // cohort)]
+        runs = [
+            {**row, TASK_KEY: task, ROLLOUT_KEY: repeat}
+            for task, row in enumerate(rows)
+            for repeat in range(cohort)
+        ]
+        with (
+            serve_agent(
+                SimpleAgent,
+                policy,
+                resources_url=resources_url,
+                resources_server_type="resources_servers",
+                resources_name=instance,
+                session_secret=secret,
+            ) as stack,
+            ThreadPoolExecutor(max_workers=cohort) as pool,
+        ):
+            rewards, problems = [], Counter[str]()
 
-                def post(run: dict[str, Any]) -> Any:
-                    return httpx.post(f"{stack.agent_url}/run", json=run, timeout=120)
+            def post(run: dict[str, Any]) -> Any:
+                return httpx.post(f"{stack.agent_url}/run", json=run, timeout=120)
 
-                for answer in pool.map(post, runs):
-                    result["rows"] += 1
-                    body = (
-                        answer.json()
-                        if answer.headers.get("content-type", "").startswith("application/json")
-                        else {}
+            for answer in pool.map(post, runs):
+                result["rows"] += 1
+                body = (
+                    answer.json()
+                    if answer.headers.get("content-type", "").startswith("application/json")
+                    else {}
+                )
+                if (
+                    answer.status_code == 200
+                    and isinstance(body.get("reward"), int | float)
+                    and not body.get("mask_sample")
+                ):
+                    result["scored"] += 1
+                    rewards.append(float(body["reward"]))
+                else:
+                    message = (
+                        (body.get("error") or {}).get("message")
+                        if isinstance(body.get("error"), dict)
+                        else None
                     )
-                    if (
-                        answer.status_code == 200
-                        and isinstance(body.get("reward"), int | float)
-                        and not body.get("mask_sample")
-                    ):
-                        result["scored"] += 1
-                        rewards.append(float(body["reward"]))
-                    else:
-                        message = (
-                            (body.get("error") or {}).get("message")
-                            if isinstance(body.get("error"), dict)
-                            else None
-                        )
-                        problems[
-                            f"{answer.status_code}: {(message or body.get('failure_reason') or answer.text)[:200]}"
-                        ] += 1
-                if rewards:
-                    result["reward_mean"] = sum(rewards) / len(rewards)
-                if problems:
-                    result["reason"] = "; ".join(f"{n}x {p}" for p, n in problems.most_common(2))
-        finally:
-            serving.__exit__(None, None, None)
+                    problems[
+                        f"{answer.status_code}: {(message or body.get('failure_reason') or answer.text)[:200]}"
+                    ] += 1
+            if rewards:
+                result["reward_mean"] = sum(rewards) / len(rewards)
+            if problems:
+                result["reason"] = "; ".join(f"{n}x {p}" for p, n in problems.most_common(2))
+    finally:
+        serving.__exit__(None, None, None)
     return result
 
 
