@@ -7,9 +7,12 @@ For each folder of `<root>/resources_servers/` (NeMo Gym 0.7.0 unpacked: `pip do
   1. its resources block (the first in its `configs/`, composed by our config code) is validated
      and the server built and served by our framework (`ng_cli.servers.loading`: NeMo Gym's
      imports answered by `ng_cli.nemo_gym_compat`);
-  2. our `simple_agent` runs its own `data/example.jsonl` rows (`--rows` at most), the policy
+  2. the agent its configs pair it with, when this project has it (`simple_agent`,
+     `gymnasium_agent`, `tool_simulation_agent`, with the block's `max_steps` /
+     `skip_verification`), runs its own `data/example.jsonl` rows (`--rows` at most), the policy
      replaying the model turns NeMo Gym recorded in `data/example_rollouts.jsonl` for the same
-     prompt (an empty answer where there is none), and each `/run` answer's reward is kept;
+     prompt (an empty answer where there is none: bench/_nemo_gym_replay.py), and each `/run`
+     answer's reward is kept;
   3. a model-server reference other than the policy (a judge, a user simulator) points at a stub
      judge on loopback answering `/v1/responses` and `/v1/chat/completions` with one fixed text
      that carries the common verdict forms; `policy_base_url` is that stub too, for servers that
@@ -30,6 +33,7 @@ requirements.txt, imports and config, and is printed as counts at the end.
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import os
 import queue
@@ -46,7 +50,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from fastapi import Request
+from _nemo_gym_replay import ReplayPolicy, stub_judge_app
 
 from ng_cli.rollouts.results import ROLLOUT_KEY, TASK_KEY
 
@@ -55,10 +59,14 @@ RESULTS = REPO / "bench" / "results" / "nemo_gym_servers.json"
 PURE_PACKAGES = {"pydantic", "fastapi", "pyyaml", "numpy", "jsonschema", "math-verify", "uvicorn", "rich"}
 INFRA_IMPORTS = re.compile(r"^\s*(from|import)\s+(nemo_gym\.sandbox|docker|playwright)\b", re.MULTILINE)
 POLICY_MODEL_CONFIG = "responses_api_models/vllm_model/configs/vllm_model.yaml"
-STUB_JUDGE_TEXT = (
-    "Judgement: yes. [[A=B]] The answer is correct. GRADE: A. Verdict: CORRECT. "
-    "<points>2</points> \\boxed{1} Final score: 1"
-)
+AGENTS = {
+    "simple_agent": "responses_api_agents.simple_agent.app:SimpleAgent",
+    "gymnasium_agent": "responses_api_agents.gymnasium_agent.app:GymnasiumAgent",
+    "tool_simulation_agent": "responses_api_agents.tool_simulation_agent.app:ToolSimulationAgent",
+}
+"""NeMo Gym's agents this project has (same names, their config blocks): the rows go through them."""
+AGENT_KEYS = ("max_steps", "skip_verification", "skip_verification_reward")
+"""The keys of a server's agent block (as its configs write it) that the harness's agent gets."""
 
 
 def requirements(folder: Path) -> list[str]:
@@ -93,9 +101,12 @@ def _resources_block(path: Path, name: str) -> tuple[str, dict[str, Any]] | None
     return None
 
 
-def _agent_of(folder: Path, instance: str) -> str:
+def _agent_of(folder: Path, instance: str) -> tuple[str, dict[str, Any]]:
+    """The agent that drives `instance` in its configs, and its block as written: the first of
+    ours (AGENTS) when one is listed, else the first listed (simple_agent when none is)."""
     import yaml
 
+    listed: list[tuple[str, dict[str, Any]]] = []
     for path in config_files(folder):
         try:
             tree = yaml.safe_load(path.read_text()) or {}
@@ -106,8 +117,9 @@ def _agent_of(folder: Path, instance: str) -> str:
             for implementation, block in (agents or {}).items():
                 ref = block.get("resources_server") if isinstance(block, dict) else None
                 if isinstance(ref, dict) and ref.get("name") == instance:
-                    return str(implementation)
-    return "simple_agent"
+                    listed.append((str(implementation), block))
+    ours = [found for found in listed if found[0] in AGENTS]
+    return (ours or listed or [("simple_agent", {})])[0]
 
 
 def _model_refs(node: Any, path: str = "") -> list[tuple[str, str]]:
@@ -141,111 +153,18 @@ def classify(folder: Path) -> dict[str, Any]:
         category = "pypi"
     else:
         category = "pure"
+    agent, agent_block = _agent_of(folder, instance)
     return {
         "category": category,
         "instance": instance,
-        "agent": _agent_of(folder, instance),
+        "agent": agent,
+        "agent_keys": {k: v for k, v in agent_block.items() if k in AGENT_KEYS},
         "extra_packages": extra,
         "model_refs": _model_refs(block),
     }
 
 
 # ---------------------------------------------------------------- the child: one server's run
-
-
-def _first_user_text(items: Any) -> str:
-    if isinstance(items, str):
-        return items
-    for item in items or []:
-        if isinstance(item, dict) and item.get("role") == "user":
-            content = item.get("content")
-            if isinstance(content, str):
-                return content
-            return "".join(part.get("text", "") for part in content or [] if isinstance(part, dict))
-    return ""
-
-
-def _recorded_turns(folder: Path) -> dict[str, list[list[dict[str, Any]]]]:
-    """First user text -> the model's turns NeMo Gym recorded (output items between tool outputs)."""
-    path = folder / "data" / "example_rollouts.jsonl"
-    turns: dict[str, list[list[dict[str, Any]]]] = {}
-    if not path.exists():
-        return turns
-    for line in path.read_text().splitlines():
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError:
-            continue
-        output = (row.get("response") or {}).get("output") or []
-        segments: list[list[dict[str, Any]]] = [[]]
-        for item in output:
-            if item.get("type") == "function_call_output":
-                if segments[-1]:
-                    segments.append([])
-            elif (
-                item.get("type") in ("message", "function_call", "reasoning")
-                and item.get("role", "assistant") == "assistant"
-            ):
-                segments[-1].append(item)
-        key = _first_user_text((row.get("responses_create_params") or {}).get("input"))
-        turns.setdefault(key, [s for s in segments if s])
-    return turns
-
-
-def _tool_rounds(items: Any) -> int:
-    rounds, previous = 0, None
-    for item in items if isinstance(items, list) else []:
-        kind = item.get("type") if isinstance(item, dict) else None
-        if kind == "function_call_output" and previous != "function_call_output":
-            rounds += 1
-        previous = kind
-    return rounds
-
-
-def _stub_judge_app() -> Any:
-    from ng_cli.servers.app import JSONResponse, build_app, read_json_object
-    from ng_cli.servers.testing import assistant_message
-
-    app = build_app("stub_judge")
-
-    @app.post("/v1/responses")
-    async def responses(request: Request) -> JSONResponse:
-        body = await read_json_object(request)
-        output = [assistant_message(STUB_JUDGE_TEXT)]
-        return JSONResponse(
-            {
-                "id": "resp_judge",
-                "object": "response",
-                "created_at": 0,
-                "model": body.get("model") or "judge",
-                "status": "completed",
-                "output": output,
-                "tools": [],
-                "parallel_tool_calls": True,
-                "tool_choice": "auto",
-            }
-        )
-
-    @app.post("/v1/chat/completions")
-    async def chat(request: Request) -> JSONResponse:
-        await read_json_object(request)
-        return JSONResponse(
-            {
-                "id": "chat_judge",
-                "object": "chat.completion",
-                "created": 0,
-                "model": "judge",
-                "choices": [
-                    {
-                        "index": 0,
-                        "finish_reason": "stop",
-                        "message": {"role": "assistant", "content": STUB_JUDGE_TEXT},
-                    }
-                ],
-            }
-        )
-
-    return app
 
 
 def run_one(root: Path, name: str, max_rows: int) -> dict[str, Any]:
@@ -268,7 +187,7 @@ def _run_one(root: Path, name: str, max_rows: int) -> dict[str, Any]:
     endpoint of servers that call one by URL: verifif's `judge_base_url: ${policy_base_url}`)."""
     from ng_cli.servers.testing import serve_in_thread
 
-    with serve_in_thread(_stub_judge_app()) as judge_url:
+    with serve_in_thread(stub_judge_app()) as judge_url:
         return _run_with_judge(root, name, max_rows, judge_url)
 
 
@@ -279,7 +198,6 @@ def _run_with_judge(root: Path, name: str, max_rows: int, judge_url: str) -> dic
     from ng_cli.servers.loading import load_server_class
     from ng_cli.servers.spec import ServerAddress
     from ng_cli.servers.testing import assistant_message, serve_agent, serve_in_thread
-    from responses_api_agents.simple_agent.app import SimpleAgent
 
     folder = root / "resources_servers" / name
     info = classify(folder)
@@ -293,6 +211,10 @@ def _run_with_judge(root: Path, name: str, max_rows: int, judge_url: str) -> dic
         "category": info["category"],
     }
     instance = info["instance"]
+    # Ours, imported before the server's app puts NeMo Gym's root (its own responses_api_agents/)
+    # first on sys.path.
+    module_name, _, class_name = AGENTS.get(info["agent"], "").partition(":")
+    agent_class = getattr(importlib.import_module(module_name), class_name) if module_name else None
     config_path = next(p for p in config_files(folder) if _resources_block(p, name))
     os.chdir(root)
     try:
@@ -338,22 +260,17 @@ def _run_with_judge(root: Path, name: str, max_rows: int, judge_url: str) -> dic
         return result
     try:
         result["starts"] = True  # serve_in_thread returned: the app started and accepts connections
-        if info["agent"] != "simple_agent":
+        if agent_class is None:
             result["reason"] = f"pairs with {info['agent']}, not run by this harness"
             return result
+        fields = agent_class.config_class.model_fields
+        agent_keys = {k: v for k, v in info["agent_keys"].items() if k in fields}
         example = folder / "data" / "example.jsonl"
         if not example.exists():
             result["reason"] = "no data/example.jsonl"
             return result
         rows = [json.loads(line) for line in example.read_text().splitlines() if line.strip()][:max_rows]
-        recorded = _recorded_turns(folder)
-
-        def policy(body: dict[str, Any]) -> list[dict[str, Any]]:
-            turns = recorded.get(_first_user_text(body.get("input")))
-            turn = _tool_rounds(body.get("input"))
-            if turns and turn < len(turns):
-                return turns[turn]
-            return [assistant_message("")]
+        policy = ReplayPolicy(folder, rows, lambda: [assistant_message("")])
 
         # A cohort server (genrm_compare) scores a prompt's rollouts together: each row is sent
         # as that many concurrent rollouts, as NeMo Gym's num_repeats would.
@@ -367,12 +284,13 @@ def _run_with_judge(root: Path, name: str, max_rows: int, judge_url: str) -> dic
         ]
         with (
             serve_agent(
-                SimpleAgent,
+                agent_class,
                 policy,
                 resources_url=resources_url,
                 resources_server_type="resources_servers",
                 resources_name=instance,
                 session_secret=secret,
+                agent_config=agent_keys,
             ) as stack,
             ThreadPoolExecutor(max_workers=cohort) as pool,
         ):
