@@ -6,6 +6,9 @@
 * false_statement_judge reaches its judge (a real uvicorn stub on loopback) through the model
   server its config names; a failed judge call is a masked row, never a reward.
 * `ng_test` runs the server's own tests.
+* example_multi_turn_gymnasium (NeMo Gym's `GymnasiumServer`, which builds its own `FastAPI()`)
+  is served inside our plumbing: it answers `/health`, its errors come in our envelope, and its
+  recorded rollouts replayed through our gymnasium_agent earn the rewards NeMo Gym recorded.
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ from ng_cli.servers.testing import (
     serve_in_thread,
     tool_outputs,
 )
+from responses_api_agents.gymnasium_agent.app import GymnasiumAgent
 from responses_api_agents.simple_agent.app import SimpleAgent
 from tests.fixtures.stub_vllm import StubProcess
 
@@ -49,6 +53,7 @@ ROOT = NEMO_GYM_ROOT / "resources_servers"
 BIN = Path(sys.executable).parent
 COUNTER = ROOT / "example_session_state_mgmt"
 JUDGE = ROOT / "false_statement_judge"
+GYMNASIUM = ROOT / "example_multi_turn_gymnasium"
 
 
 def _rows(folder: Path) -> list[dict[str, Any]]:
@@ -274,3 +279,51 @@ def test_ng_run_from_their_root_collects_scored_rollouts(tmp_path: Path) -> None
     rows = [orjson.loads(line) for line in (tmp_path / "out.jsonl").read_bytes().splitlines()]
     assert [type(row["reward"]) for row in rows] == [float] * 5
     assert "example_session_state_mgmt" in log_path.read_text()
+
+
+def test_their_gymnasium_server_is_served_inside_our_plumbing(tmp_path: Path) -> None:
+    """Their `GymnasiumServer.setup_webserver()` returns a bare `FastAPI()`: without our plumbing
+    ng_run would wait for a `/health` it never answers (serve_in_child waits for it too)."""
+    block = {"entrypoint": "app.py", "domain": "knowledge", "allowed_agents": ["gymnasium_agent"]}
+    rows = _rows(GYMNASIUM)
+    recorded = [
+        orjson.loads(line)
+        for line in (GYMNASIUM / "data" / "example_rollouts.jsonl").read_bytes().splitlines()
+    ]
+    answers = {
+        rows[r["_ng_task_index"]]["responses_create_params"]["input"][0]["content"]: [
+            item["content"][0]["text"] for item in r["response"]["output"] if item.get("role") == "assistant"
+        ]
+        for r in recorded
+    }
+    wrong_task = recorded[0]["_ng_task_index"]
+    wrong_prompt = rows[wrong_task]["responses_create_params"]["input"][0]["content"]
+
+    def policy(body: dict[str, Any]) -> list[dict[str, Any]]:
+        prompt = body["input"][0]["content"]
+        turn = sum(1 for item in body["input"] if item.get("role") == "assistant")
+        last = turn == len(answers[prompt]) - 1
+        return [
+            assistant_message("I do not know." if prompt == wrong_prompt and last else answers[prompt][turn])
+        ]
+
+    with serve_in_child(GYMNASIUM / "app.py", block, name="multi_turn", spec_dir=tmp_path) as child:
+        assert httpx.get(f"{child.url}/health", timeout=10).json()["server"] == "multi_turn"
+        bad = httpx.post(f"{child.url}/step", json={"response": "not a response"}, timeout=10)
+        assert bad.status_code == 422
+        assert "invalid request body" in bad.json()["error"]["message"]  # our envelope, not theirs
+        with serve_agent(
+            GymnasiumAgent,
+            policy,
+            resources_url=child.url,
+            resources_server_type="resources_servers",
+            resources_name="multi_turn",
+            session_secret=child.session_secret,
+            agent_config={"max_steps": 5},
+        ) as stack:
+            rewards = {
+                task: httpx.post(f"{stack.agent_url}/run", json=row, timeout=60).json()["reward"]
+                for task, row in enumerate(rows)
+            }
+    expected = {r["_ng_task_index"]: r["reward"] for r in recorded} | {wrong_task: 0.0}
+    assert rewards == expected
