@@ -259,7 +259,11 @@ def _run_with_judge(root: Path, name: str, max_rows: int, judge_url: str) -> dic
         result["reason"] = f"does not start: {type(error).__name__}: {str(error)[:300]}"
         return result
     try:
-        result["starts"] = True  # serve_in_thread returned: the app started and accepts connections
+        health = httpx.get(f"{resources_url}/health", timeout=30)
+        if health.status_code != 200:  # ng_run waits for it: without it the server never is ready
+            result["reason"] = f"does not start: GET /health answered {health.status_code}, not 200"
+            return result
+        result["starts"] = True  # the app started, accepts connections and answers ng_run's probe
         if agent_class is None:
             result["reason"] = f"pairs with {info['agent']}, not run by this harness"
             return result
