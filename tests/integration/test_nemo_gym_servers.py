@@ -237,11 +237,20 @@ def test_call_judge_and_judge_failsafe_as_theirs() -> None:
     assert (row["reward"], row["mask_sample"], row["failure_kind"]) == (0.0, True, "judge_failed")
 
 
-def test_ng_run_from_their_root_collects_scored_rollouts(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("server", "agent_name"),
+    [
+        ("example_session_state_mgmt", "example_session_state_mgmt_environment_server"),
+        ("example_multi_turn_gymnasium", "example_multi_turn_gymnasium_agent"),  # our gymnasium_agent
+    ],
+)
+def test_ng_run_from_their_root_collects_scored_rollouts(
+    tmp_path: Path, server: str, agent_name: str
+) -> None:
     """Their config + a model config, from NeMo Gym's root: ng_run starts their app.py unchanged
     and ng_collect_rollouts gets a reward for each of its example rows (an echo model: 0.0)."""
     configs = [
-        "resources_servers/example_session_state_mgmt/configs/example_session_state_mgmt.yaml",
+        f"resources_servers/{server}/configs/{server}.yaml",
         "responses_api_models/vllm_model/configs/vllm_model.yaml",
     ]
     with StubProcess() as engine:
@@ -265,9 +274,9 @@ def test_ng_run_from_their_root_collects_scored_rollouts(tmp_path: Path) -> None
                 collect = subprocess.run(
                     [
                         str(BIN / "ng_collect_rollouts"),
-                        "+agent_name=example_session_state_mgmt_environment_server",
+                        f"+agent_name={agent_name}",
                         f"+head_server_url={stack['head_url']}",
-                        f"+input_jsonl_fpath={COUNTER / 'data' / 'example.jsonl'}",
+                        f"+input_jsonl_fpath={ROOT / server / 'data' / 'example.jsonl'}",
                         f"+output_jsonl_fpath={tmp_path / 'out.jsonl'}",
                     ],
                     cwd=tmp_path, env=env, capture_output=True, text=True, timeout=180, check=False,
@@ -278,7 +287,7 @@ def test_ng_run_from_their_root_collects_scored_rollouts(tmp_path: Path) -> None
     assert collect.returncode == 0, collect.stderr + log_path.read_text()
     rows = [orjson.loads(line) for line in (tmp_path / "out.jsonl").read_bytes().splitlines()]
     assert [type(row["reward"]) for row in rows] == [float] * 5
-    assert "example_session_state_mgmt" in log_path.read_text()
+    assert server in log_path.read_text()
 
 
 def test_their_gymnasium_server_is_served_inside_our_plumbing(tmp_path: Path) -> None:
