@@ -7,12 +7,16 @@ For each folder of `<root>/resources_servers/` (NeMo Gym 0.7.0 unpacked: `pip do
   1. its resources block (the first in its `configs/`, composed by our config code) is validated
      and the server built and served by our framework (`ng_cli.servers.loading`: NeMo Gym's
      imports answered by `ng_cli.nemo_gym_compat`);
-  2. our `simple_agent` runs its own `data/example.jsonl` rows (`--rows` at most), the policy
+  2. the agent its configs pair it with, when this project has it (`simple_agent`,
+     `gymnasium_agent`, `tool_simulation_agent`, with the block's `max_steps` /
+     `skip_verification`), runs its own `data/example.jsonl` rows (`--rows` at most), the policy
      replaying the model turns NeMo Gym recorded in `data/example_rollouts.jsonl` for the same
-     prompt (an empty answer where there is none), and each `/run` answer's reward is kept;
+     prompt (an empty answer where there is none: bench/_nemo_gym_replay.py), and each `/run`
+     answer's reward is kept;
   3. a model-server reference other than the policy (a judge, a user simulator) points at a stub
      judge on loopback answering `/v1/responses` and `/v1/chat/completions` with one fixed text
-     that carries the common verdict forms.
+     that carries the common verdict forms; `policy_base_url` is that stub too, for servers that
+     call their judge by URL (verifif: `judge_base_url: ${policy_base_url}`).
 With `--install-requirements /tmp/SCRATCH`, each server first gets its requirements.txt installed
 by ng_run's own step into a virtual environment of its own, and the packages it imports without
 listing them are installed when NeMo Gym's own dependencies bring them (every server's
@@ -29,6 +33,7 @@ requirements.txt, imports and config, and is printed as counts at the end.
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import os
 import queue
@@ -45,7 +50,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from fastapi import Request
+from _nemo_gym_replay import ReplayPolicy, stub_judge_app
 
 from ng_cli.rollouts.results import ROLLOUT_KEY, TASK_KEY
 
@@ -54,10 +59,14 @@ RESULTS = REPO / "bench" / "results" / "nemo_gym_servers.json"
 PURE_PACKAGES = {"pydantic", "fastapi", "pyyaml", "numpy", "jsonschema", "math-verify", "uvicorn", "rich"}
 INFRA_IMPORTS = re.compile(r"^\s*(from|import)\s+(nemo_gym\.sandbox|docker|playwright)\b", re.MULTILINE)
 POLICY_MODEL_CONFIG = "responses_api_models/vllm_model/configs/vllm_model.yaml"
-STUB_JUDGE_TEXT = (
-    "Judgement: yes. [[A=B]] The answer is correct. GRADE: A. Verdict: CORRECT. "
-    "<points>2</points> \\boxed{1} Final score: 1"
-)
+AGENTS = {
+    "simple_agent": "responses_api_agents.simple_agent.app:SimpleAgent",
+    "gymnasium_agent": "responses_api_agents.gymnasium_agent.app:GymnasiumAgent",
+    "tool_simulation_agent": "responses_api_agents.tool_simulation_agent.app:ToolSimulationAgent",
+}
+"""NeMo Gym's agents this project has (same names, their config blocks): the rows go through them."""
+AGENT_KEYS = ("max_steps", "skip_verification", "skip_verification_reward")
+"""The keys of a server's agent block (as its configs write it) that the harness's agent gets."""
 
 
 def requirements(folder: Path) -> list[str]:
@@ -92,9 +101,12 @@ def _resources_block(path: Path, name: str) -> tuple[str, dict[str, Any]] | None
     return None
 
 
-def _agent_of(folder: Path, instance: str) -> str:
+def _agent_of(folder: Path, instance: str) -> tuple[str, dict[str, Any]]:
+    """The agent that drives `instance` in its configs, and its block as written: the first of
+    ours (AGENTS) when one is listed, else the first listed (simple_agent when none is)."""
     import yaml
 
+    listed: list[tuple[str, dict[str, Any]]] = []
     for path in config_files(folder):
         try:
             tree = yaml.safe_load(path.read_text()) or {}
@@ -105,8 +117,9 @@ def _agent_of(folder: Path, instance: str) -> str:
             for implementation, block in (agents or {}).items():
                 ref = block.get("resources_server") if isinstance(block, dict) else None
                 if isinstance(ref, dict) and ref.get("name") == instance:
-                    return str(implementation)
-    return "simple_agent"
+                    listed.append((str(implementation), block))
+    ours = [found for found in listed if found[0] in AGENTS]
+    return (ours or listed or [("simple_agent", {})])[0]
 
 
 def _model_refs(node: Any, path: str = "") -> list[tuple[str, str]]:
@@ -140,111 +153,18 @@ def classify(folder: Path) -> dict[str, Any]:
         category = "pypi"
     else:
         category = "pure"
+    agent, agent_block = _agent_of(folder, instance)
     return {
         "category": category,
         "instance": instance,
-        "agent": _agent_of(folder, instance),
+        "agent": agent,
+        "agent_keys": {k: v for k, v in agent_block.items() if k in AGENT_KEYS},
         "extra_packages": extra,
         "model_refs": _model_refs(block),
     }
 
 
 # ---------------------------------------------------------------- the child: one server's run
-
-
-def _first_user_text(items: Any) -> str:
-    if isinstance(items, str):
-        return items
-    for item in items or []:
-        if isinstance(item, dict) and item.get("role") == "user":
-            content = item.get("content")
-            if isinstance(content, str):
-                return content
-            return "".join(part.get("text", "") for part in content or [] if isinstance(part, dict))
-    return ""
-
-
-def _recorded_turns(folder: Path) -> dict[str, list[list[dict[str, Any]]]]:
-    """First user text -> the model's turns NeMo Gym recorded (output items between tool outputs)."""
-    path = folder / "data" / "example_rollouts.jsonl"
-    turns: dict[str, list[list[dict[str, Any]]]] = {}
-    if not path.exists():
-        return turns
-    for line in path.read_text().splitlines():
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError:
-            continue
-        output = (row.get("response") or {}).get("output") or []
-        segments: list[list[dict[str, Any]]] = [[]]
-        for item in output:
-            if item.get("type") == "function_call_output":
-                if segments[-1]:
-                    segments.append([])
-            elif (
-                item.get("type") in ("message", "function_call", "reasoning")
-                and item.get("role", "assistant") == "assistant"
-            ):
-                segments[-1].append(item)
-        key = _first_user_text((row.get("responses_create_params") or {}).get("input"))
-        turns.setdefault(key, [s for s in segments if s])
-    return turns
-
-
-def _tool_rounds(items: Any) -> int:
-    rounds, previous = 0, None
-    for item in items if isinstance(items, list) else []:
-        kind = item.get("type") if isinstance(item, dict) else None
-        if kind == "function_call_output" and previous != "function_call_output":
-            rounds += 1
-        previous = kind
-    return rounds
-
-
-def _stub_judge_app() -> Any:
-    from ng_cli.servers.app import JSONResponse, build_app, read_json_object
-    from ng_cli.servers.testing import assistant_message
-
-    app = build_app("stub_judge")
-
-    @app.post("/v1/responses")
-    async def responses(request: Request) -> JSONResponse:
-        body = await read_json_object(request)
-        output = [assistant_message(STUB_JUDGE_TEXT)]
-        return JSONResponse(
-            {
-                "id": "resp_judge",
-                "object": "response",
-                "created_at": 0,
-                "model": body.get("model") or "judge",
-                "status": "completed",
-                "output": output,
-                "tools": [],
-                "parallel_tool_calls": True,
-                "tool_choice": "auto",
-            }
-        )
-
-    @app.post("/v1/chat/completions")
-    async def chat(request: Request) -> JSONResponse:
-        await read_json_object(request)
-        return JSONResponse(
-            {
-                "id": "chat_judge",
-                "object": "chat.completion",
-                "created": 0,
-                "model": "judge",
-                "choices": [
-                    {
-                        "index": 0,
-                        "finish_reason": "stop",
-                        "message": {"role": "assistant", "content": STUB_JUDGE_TEXT},
-                    }
-                ],
-            }
-        )
-
-    return app
 
 
 def run_one(root: Path, name: str, max_rows: int) -> dict[str, Any]:
@@ -262,14 +182,22 @@ def run_one(root: Path, name: str, max_rows: int) -> dict[str, Any]:
 
 
 def _run_one(root: Path, name: str, max_rows: int) -> dict[str, Any]:
-    """Start one server under our framework and run its example rows (in this process)."""
+    """Start one server under our framework and run its example rows (in this process), with the
+    stub judge on loopback as every second model it names, and as `policy_base_url` (the judge
+    endpoint of servers that call one by URL: verifif's `judge_base_url: ${policy_base_url}`)."""
+    from ng_cli.servers.testing import serve_in_thread
+
+    with serve_in_thread(stub_judge_app()) as judge_url:
+        return _run_with_judge(root, name, max_rows, judge_url)
+
+
+def _run_with_judge(root: Path, name: str, max_rows: int, judge_url: str) -> dict[str, Any]:
     import httpx2 as httpx  # the HTTP client the project's dev environment has
 
     from ng_cli.config.compose import compose_config
     from ng_cli.servers.loading import load_server_class
     from ng_cli.servers.spec import ServerAddress
     from ng_cli.servers.testing import assistant_message, serve_agent, serve_in_thread
-    from responses_api_agents.simple_agent.app import SimpleAgent
 
     folder = root / "resources_servers" / name
     info = classify(folder)
@@ -283,6 +211,10 @@ def _run_one(root: Path, name: str, max_rows: int) -> dict[str, Any]:
         "category": info["category"],
     }
     instance = info["instance"]
+    # Ours, imported before the server's app puts NeMo Gym's root (its own responses_api_agents/)
+    # first on sys.path.
+    module_name, _, class_name = AGENTS.get(info["agent"], "").partition(":")
+    agent_class = getattr(importlib.import_module(module_name), class_name) if module_name else None
     config_path = next(p for p in config_files(folder) if _resources_block(p, name))
     os.chdir(root)
     try:
@@ -291,7 +223,9 @@ def _run_one(root: Path, name: str, max_rows: int) -> dict[str, Any]:
         paths = [str(config_path.relative_to(root))]
         if (root / POLICY_MODEL_CONFIG).exists():
             paths.append(POLICY_MODEL_CONFIG)
-        composed = compose_config([f"+config_paths=[{','.join(paths)}]"], cwd=root)
+        composed = compose_config(
+            [f"+config_paths=[{','.join(paths)}]", f"policy_base_url={judge_url}/v1"], cwd=root
+        )
         block = dict(composed.instances[instance].block)
     except Exception as error:  # a config ours cannot compose: NeMo Gym's own block, as written
         _, block = _resources_block(config_path, name) or (instance, {})
@@ -304,101 +238,100 @@ def _run_one(root: Path, name: str, max_rows: int) -> dict[str, Any]:
         result["reason"] = f"does not start: {type(error).__name__}: {lines[:400]}"
         return result
     secret = "bench-secret"
-    with serve_in_thread(_stub_judge_app()) as judge_url:
-        servers = {
-            ref_name: ServerAddress(
-                server_type="responses_api_models", implementation="stub_judge", url=judge_url
-            )
-            for _, ref_name in info["model_refs"]
-        }
-        if getattr(server_class, "run_in_own_folder", False):
-            os.chdir(folder)  # as ng_run's server process does (and NeMo Gym's launcher)
-        try:
-            server = server_class(config, name=instance, servers=servers, session_secret=secret)
-            app = server.build_app()
-        except BaseException as error:
-            result["reason"] = f"does not start: {type(error).__name__}: {str(error)[:300]}"
+    servers = {
+        ref_name: ServerAddress(
+            server_type="responses_api_models", implementation="stub_judge", url=judge_url
+        )
+        for _, ref_name in info["model_refs"]
+    }
+    if getattr(server_class, "run_in_own_folder", False):
+        os.chdir(folder)  # as ng_run's server process does (and NeMo Gym's launcher)
+    try:
+        server = server_class(config, name=instance, servers=servers, session_secret=secret)
+        app = server.build_app()
+    except BaseException as error:
+        result["reason"] = f"does not start: {type(error).__name__}: {str(error)[:300]}"
+        return result
+    try:
+        serving = serve_in_thread(app, startup_timeout_s=60)
+        resources_url = serving.__enter__()
+    except BaseException as error:
+        result["reason"] = f"does not start: {type(error).__name__}: {str(error)[:300]}"
+        return result
+    try:
+        health = httpx.get(f"{resources_url}/health", timeout=30)
+        if health.status_code != 200:  # ng_run waits for it: without it the server never is ready
+            result["reason"] = f"does not start: GET /health answered {health.status_code}, not 200"
             return result
-        try:
-            serving = serve_in_thread(app, startup_timeout_s=60)
-            resources_url = serving.__enter__()
-        except BaseException as error:
-            result["reason"] = f"does not start: {type(error).__name__}: {str(error)[:300]}"
+        result["starts"] = True  # the app started, accepts connections and answers ng_run's probe
+        if agent_class is None:
+            result["reason"] = f"pairs with {info['agent']}, not run by this harness"
             return result
-        try:
-            result["starts"] = True  # serve_in_thread returned: the app started and accepts connections
-            if info["agent"] != "simple_agent":
-                result["reason"] = f"pairs with {info['agent']}, not run by this harness"
-                return result
-            example = folder / "data" / "example.jsonl"
-            if not example.exists():
-                result["reason"] = "no data/example.jsonl"
-                return result
-            rows = [json.loads(line) for line in example.read_text().splitlines() if line.strip()][:max_rows]
-            recorded = _recorded_turns(folder)
+        fields = agent_class.config_class.model_fields
+        agent_keys = {k: v for k, v in info["agent_keys"].items() if k in fields}
+        example = folder / "data" / "example.jsonl"
+        if not example.exists():
+            result["reason"] = "no data/example.jsonl"
+            return result
+        rows = [json.loads(line) for line in example.read_text().splitlines() if line.strip()][:max_rows]
+        policy = ReplayPolicy(folder, rows, lambda: [assistant_message("")])
 
-            def policy(body: dict[str, Any]) -> list[dict[str, Any]]:
-                turns = recorded.get(_first_user_text(body.get("input")))
-                turn = _tool_rounds(body.get("input"))
-                if turns and turn < len(turns):
-                    return turns[turn]
-                return [assistant_message("")]
+        # A cohort server (genrm_compare) scores a prompt's rollouts together: each row is sent
+        # as that many concurrent rollouts, as NeMo Gym's num_repeats would.
+        cohort = int(getattr(config, "num_rollouts_per_prompt", 1) or 1)
+        if cohort > 1:
+            rows = rows[: max(1, max_rows // cohort)]
+        runs = [
+            {**row, TASK_KEY: task, ROLLOUT_KEY: repeat}
+            for task, row in enumerate(rows)
+            for repeat in range(cohort)
+        ]
+        with (
+            serve_agent(
+                agent_class,
+                policy,
+                resources_url=resources_url,
+                resources_server_type="resources_servers",
+                resources_name=instance,
+                session_secret=secret,
+                agent_config=agent_keys,
+            ) as stack,
+            ThreadPoolExecutor(max_workers=cohort) as pool,
+        ):
+            rewards, problems = [], Counter[str]()
 
-            # A cohort server (genrm_compare) scores a prompt's rollouts together: each row is sent
-            # as that many concurrent rollouts, as NeMo Gym's num_repeats would.
-            cohort = int(getattr(config, "num_rollouts_per_prompt", 1) or 1)
-            if cohort > 1:
-                rows = rows[: max(1, max_rows // cohort)]
-            runs = [
-                {**row, TASK_KEY: task, ROLLOUT_KEY: repeat}
-                for task, row in enumerate(rows)
-                for repeat in range(cohort)
-            ]
-            with (
-                serve_agent(
-                    SimpleAgent,
-                    policy,
-                    resources_url=resources_url,
-                    resources_server_type="resources_servers",
-                    resources_name=instance,
-                    session_secret=secret,
-                ) as stack,
-                ThreadPoolExecutor(max_workers=cohort) as pool,
-            ):
-                rewards, problems = [], Counter[str]()
+            def post(run: dict[str, Any]) -> Any:
+                return httpx.post(f"{stack.agent_url}/run", json=run, timeout=120)
 
-                def post(run: dict[str, Any]) -> Any:
-                    return httpx.post(f"{stack.agent_url}/run", json=run, timeout=120)
-
-                for answer in pool.map(post, runs):
-                    result["rows"] += 1
-                    body = (
-                        answer.json()
-                        if answer.headers.get("content-type", "").startswith("application/json")
-                        else {}
+            for answer in pool.map(post, runs):
+                result["rows"] += 1
+                body = (
+                    answer.json()
+                    if answer.headers.get("content-type", "").startswith("application/json")
+                    else {}
+                )
+                if (
+                    answer.status_code == 200
+                    and isinstance(body.get("reward"), int | float)
+                    and not body.get("mask_sample")
+                ):
+                    result["scored"] += 1
+                    rewards.append(float(body["reward"]))
+                else:
+                    message = (
+                        (body.get("error") or {}).get("message")
+                        if isinstance(body.get("error"), dict)
+                        else None
                     )
-                    if (
-                        answer.status_code == 200
-                        and isinstance(body.get("reward"), int | float)
-                        and not body.get("mask_sample")
-                    ):
-                        result["scored"] += 1
-                        rewards.append(float(body["reward"]))
-                    else:
-                        message = (
-                            (body.get("error") or {}).get("message")
-                            if isinstance(body.get("error"), dict)
-                            else None
-                        )
-                        problems[
-                            f"{answer.status_code}: {(message or body.get('failure_reason') or answer.text)[:200]}"
-                        ] += 1
-                if rewards:
-                    result["reward_mean"] = sum(rewards) / len(rewards)
-                if problems:
-                    result["reason"] = "; ".join(f"{n}x {p}" for p, n in problems.most_common(2))
-        finally:
-            serving.__exit__(None, None, None)
+                    problems[
+                        f"{answer.status_code}: {(message or body.get('failure_reason') or answer.text)[:200]}"
+                    ] += 1
+            if rewards:
+                result["reward_mean"] = sum(rewards) / len(rewards)
+            if problems:
+                result["reason"] = "; ".join(f"{n}x {p}" for p, n in problems.most_common(2))
+    finally:
+        serving.__exit__(None, None, None)
     return result
 
 

@@ -4,12 +4,14 @@
 the NeMo Gym block as written (our keys checked as for any environment; the rest validated by
 the server's own config class, so a bad key is a ConfigError naming it), and its app is the one
 the NeMo Gym server's `setup_webserver()` builds, started from our plumbing (health, error
-envelope, body limits, our `ng_session` cookie) instead of a bare FastAPI app.
+envelope, body limits, our `ng_session` cookie) instead of a bare FastAPI app; a server that
+builds its own `FastAPI()` anyway is served inside that plumbing.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
 from typing import Any, ClassVar
 from urllib.parse import urlsplit
 
@@ -21,6 +23,7 @@ from pydantic_core import ValidationError as CoreValidationError
 from ng_cli.config.schema import ResourcesServerConfig
 from ng_cli.nemo_gym_compat.api.global_config import HEAD_SERVER_KEY_NAME, set_global_config_dict
 from ng_cli.nemo_gym_compat.api.server_utils import ServerClient, SimpleServer, close_client_session
+from ng_cli.servers.app import install_error_handlers
 from ng_cli.servers.resources import ResourcesServer
 from ng_cli.servers.session import SESSION_COOKIE
 from ng_cli.servers.spec import ServerAddress
@@ -118,7 +121,27 @@ class NemoGymResourcesServer(ResourcesServer[NemoGymResourcesConfig]):
 
         self.inner._ng_app_factory = plumbing
         self.inner._ng_session_of = self.rollout_session_id
-        return self.inner.setup_webserver()
+        app = self.inner.setup_webserver()
+        if getattr(app.state, "server", None) is self:
+            return app
+        return self._served_inside(app, plumbing())
+
+    def _served_inside(self, theirs: FastAPI, ours: FastAPI) -> FastAPI:
+        """An app the server built itself (`FastAPI()`, as NeMo Gym's `GymnasiumServer` does), served
+        inside our plumbing: without it ng_run would wait for a `/health` it never answers, and an
+        error would be a bare "Internal Server Error". Our routes come first, every other path is
+        theirs; their unexpected errors get our envelope; their lifespan runs inside ours."""
+        install_error_handlers(theirs, self.name)
+        ours.mount("/", theirs)
+        outer = ours.router.lifespan_context
+
+        @asynccontextmanager
+        async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+            async with outer(app), theirs.router.lifespan_context(theirs):
+                yield
+
+        ours.router.lifespan_context = lifespan
+        return ours
 
     def rollout_session_id(self, request: Request) -> str | None:
         """The rollout's id from our signed cookie (None without one, or with a forged one)."""

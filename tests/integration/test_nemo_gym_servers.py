@@ -6,6 +6,9 @@
 * false_statement_judge reaches its judge (a real uvicorn stub on loopback) through the model
   server its config names; a failed judge call is a masked row, never a reward.
 * `ng_test` runs the server's own tests.
+* example_multi_turn_gymnasium (NeMo Gym's `GymnasiumServer`, which builds its own `FastAPI()`)
+  is served inside our plumbing: it answers `/health`, its errors come in our envelope, and its
+  recorded rollouts replayed through our gymnasium_agent earn the rewards NeMo Gym recorded.
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ from ng_cli.servers.testing import (
     serve_in_thread,
     tool_outputs,
 )
+from responses_api_agents.gymnasium_agent.app import GymnasiumAgent
 from responses_api_agents.simple_agent.app import SimpleAgent
 from tests.fixtures.caps import HANG_CAP_S
 from tests.fixtures.stub_vllm import StubProcess
@@ -50,6 +54,7 @@ ROOT = NEMO_GYM_ROOT / "resources_servers"
 BIN = Path(sys.executable).parent
 COUNTER = ROOT / "example_session_state_mgmt"
 JUDGE = ROOT / "false_statement_judge"
+GYMNASIUM = ROOT / "example_multi_turn_gymnasium"
 
 
 def _rows(folder: Path) -> list[dict[str, Any]]:
@@ -233,11 +238,20 @@ def test_call_judge_and_judge_failsafe_as_theirs() -> None:
     assert (row["reward"], row["mask_sample"], row["failure_kind"]) == (0.0, True, "judge_failed")
 
 
-def test_ng_run_from_their_root_collects_scored_rollouts(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("server", "agent_name"),
+    [
+        ("example_session_state_mgmt", "example_session_state_mgmt_environment_server"),
+        ("example_multi_turn_gymnasium", "example_multi_turn_gymnasium_agent"),  # our gymnasium_agent
+    ],
+)
+def test_ng_run_from_their_root_collects_scored_rollouts(
+    tmp_path: Path, server: str, agent_name: str
+) -> None:
     """Their config + a model config, from NeMo Gym's root: ng_run starts their app.py unchanged
     and ng_collect_rollouts gets a reward for each of its example rows (an echo model: 0.0)."""
     configs = [
-        "resources_servers/example_session_state_mgmt/configs/example_session_state_mgmt.yaml",
+        f"resources_servers/{server}/configs/{server}.yaml",
         "responses_api_models/vllm_model/configs/vllm_model.yaml",
     ]
     with StubProcess() as engine:
@@ -261,9 +275,9 @@ def test_ng_run_from_their_root_collects_scored_rollouts(tmp_path: Path) -> None
                 collect = subprocess.run(
                     [
                         str(BIN / "ng_collect_rollouts"),
-                        "+agent_name=example_session_state_mgmt_environment_server",
+                        f"+agent_name={agent_name}",
                         f"+head_server_url={stack['head_url']}",
-                        f"+input_jsonl_fpath={COUNTER / 'data' / 'example.jsonl'}",
+                        f"+input_jsonl_fpath={ROOT / server / 'data' / 'example.jsonl'}",
                         f"+output_jsonl_fpath={tmp_path / 'out.jsonl'}",
                     ],
                     cwd=tmp_path, env=env, capture_output=True, text=True, timeout=180, check=False,
@@ -274,4 +288,52 @@ def test_ng_run_from_their_root_collects_scored_rollouts(tmp_path: Path) -> None
     assert collect.returncode == 0, collect.stderr + log_path.read_text()
     rows = [orjson.loads(line) for line in (tmp_path / "out.jsonl").read_bytes().splitlines()]
     assert [type(row["reward"]) for row in rows] == [float] * 5
-    assert "example_session_state_mgmt" in log_path.read_text()
+    assert server in log_path.read_text()
+
+
+def test_their_gymnasium_server_is_served_inside_our_plumbing(tmp_path: Path) -> None:
+    """Their `GymnasiumServer.setup_webserver()` returns a bare `FastAPI()`: without our plumbing
+    ng_run would wait for a `/health` it never answers (serve_in_child waits for it too)."""
+    block = {"entrypoint": "app.py", "domain": "knowledge", "allowed_agents": ["gymnasium_agent"]}
+    rows = _rows(GYMNASIUM)
+    recorded = [
+        orjson.loads(line)
+        for line in (GYMNASIUM / "data" / "example_rollouts.jsonl").read_bytes().splitlines()
+    ]
+    answers = {
+        rows[r["_ng_task_index"]]["responses_create_params"]["input"][0]["content"]: [
+            item["content"][0]["text"] for item in r["response"]["output"] if item.get("role") == "assistant"
+        ]
+        for r in recorded
+    }
+    wrong_task = recorded[0]["_ng_task_index"]
+    wrong_prompt = rows[wrong_task]["responses_create_params"]["input"][0]["content"]
+
+    def policy(body: dict[str, Any]) -> list[dict[str, Any]]:
+        prompt = body["input"][0]["content"]
+        turn = sum(1 for item in body["input"] if item.get("role") == "assistant")
+        last = turn == len(answers[prompt]) - 1
+        return [
+            assistant_message("I do not know." if prompt == wrong_prompt and last else answers[prompt][turn])
+        ]
+
+    with serve_in_child(GYMNASIUM / "app.py", block, name="multi_turn", spec_dir=tmp_path) as child:
+        assert httpx.get(f"{child.url}/health", timeout=10).json()["server"] == "multi_turn"
+        bad = httpx.post(f"{child.url}/step", json={"response": "not a response"}, timeout=10)
+        assert bad.status_code == 422
+        assert "invalid request body" in bad.json()["error"]["message"]  # our envelope, not theirs
+        with serve_agent(
+            GymnasiumAgent,
+            policy,
+            resources_url=child.url,
+            resources_server_type="resources_servers",
+            resources_name="multi_turn",
+            session_secret=child.session_secret,
+            agent_config={"max_steps": 5},
+        ) as stack:
+            rewards = {
+                task: httpx.post(f"{stack.agent_url}/run", json=row, timeout=60).json()["reward"]
+                for task, row in enumerate(rows)
+            }
+    expected = {r["_ng_task_index"]: r["reward"] for r in recorded} | {wrong_task: 0.0}
+    assert rewards == expected

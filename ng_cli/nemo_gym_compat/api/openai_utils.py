@@ -3,7 +3,8 @@
 NeMo Gym subclasses the OpenAI SDK's types; servers only read attributes (`item.type`, `.name`,
 `.arguments`, `content[i].text`, `response.output_text`) and dump them. These models give the same
 attributes without the SDK: the item types servers inspect are typed, every other item keeps its
-fields as attributes (extra="allow"), so nothing a model returned is dropped.
+fields as attributes (extra="allow"), so nothing a model returned is dropped. Their client for an
+endpoint given by URL, `NeMoGymAsyncOpenAI`, is in `openai_client` and exported here as theirs is.
 """
 
 from __future__ import annotations
@@ -11,6 +12,13 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag
+
+from ng_cli.nemo_gym_compat.api.openai_client import (
+    RATE_LIMIT_ERROR_CODES,
+    RETRY_ERROR_CODES,
+    NeMoGymAsyncOpenAI,
+    PermanentEndpointError,
+)
 
 __all__ = [
     "RATE_LIMIT_ERROR_CODES",
@@ -33,10 +41,8 @@ __all__ = [
     "NeMoGymResponseOutputText",
     "NeMoGymResponseReasoningItem",
     "NeMoGymSummary",
+    "PermanentEndpointError",
 ]
-
-RATE_LIMIT_ERROR_CODES = [429, 502, 503, 504, 520]
-RETRY_ERROR_CODES = [*RATE_LIMIT_ERROR_CODES, 404, 408, 500]
 
 
 class _Open(BaseModel):
@@ -260,14 +266,3 @@ class NeMoGymChatCompletionCreateParamsNonStreaming(_Open):
     tools: list[dict[str, Any]] | None = None
     tool_choice: Any = None
     stream: Literal[False] | None = None
-
-
-class NeMoGymAsyncOpenAI:
-    """NeMo Gym's raw OpenAI client is not offered: servers here reach models through
-    `server_client` (the stack's model servers), never a client of their own."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        raise NotImplementedError(
-            "NeMoGymAsyncOpenAI is not offered by ng_cli's NeMo Gym compatibility layer; call a model "
-            "server of the stack through server_client.post(server_name=..., url_path='/v1/responses')"
-        )

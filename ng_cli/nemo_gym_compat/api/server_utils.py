@@ -74,19 +74,25 @@ async def close_client_session() -> None:
     _SESSION = None
 
 
-async def request(method: str, url: str, **kwargs: Any) -> aiohttp.ClientResponse:
-    """One HTTP call with the body read; connection failures are retried (NeMo Gym tries 3 times)."""
+async def request(
+    method: str, url: str, _max_connection_retries: int | None = None, **kwargs: Any
+) -> aiohttp.ClientResponse:
+    """One HTTP call with the body read; connection failures are retried (NeMo Gym tries 3 times).
+
+    `_max_connection_retries` caps the retries (0: one try); None is the 3 tries here, where NeMo
+    Gym retries forever (a server here fails the row rather than hang on a dead endpoint)."""
     kwargs.pop("_internal", None)
     kwargs.pop("_server_name", None)
     if isinstance(kwargs.get("json"), BaseModel):
         kwargs["json"] = kwargs["json"].model_dump(exclude_unset=True)
-    for attempt in range(1, MAX_NUM_TRIES + 1):
+    tries = MAX_NUM_TRIES if _max_connection_retries is None else 1 + max(0, _max_connection_retries)
+    for attempt in range(1, tries + 1):
         try:
             response = await _client_session().request(method, url, **kwargs)
             await response.read()
             return response
         except (TimeoutError, aiohttp.ClientConnectionError):
-            if attempt == MAX_NUM_TRIES:
+            if attempt == tries:
                 raise
             await asyncio.sleep(0.5 * attempt)
     raise AssertionError("unreachable")

@@ -1,0 +1,166 @@
+"""What stands in for the models when bench/nemo_gym_servers.py runs NeMo Gym's servers: the policy
+replays the model turns NeMo Gym recorded, and a stub judge answers every second model.
+
+Shared code of that script, not a script (bench/_*.py are skipped by the smoke test's
+every-script check).
+
+The replay: NeMo Gym's `data/example_rollouts.jsonl` holds, for a prompt, the whole trajectory
+its agent recorded (`response.output`). A model turn is a run of the model's own items (messages,
+function calls, reasoning); it ends where the agent added something: tool outputs (simple_agent),
+or an observation as a user message (gymnasium_agent). The policy answers a request with the
+recorded turn whose index is the number of turns already in the request past the row's own
+input (a row's input may hold a conversation of its own: its tool outputs are not turns here),
+and with an empty message when the recording has no such turn.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from fastapi import Request
+
+__all__ = ["STUB_JUDGE_TEXT", "ReplayPolicy", "first_user_text", "model_turns", "stub_judge_app"]
+
+STUB_JUDGE_TEXT = (
+    "Judgement: yes. [[A=B]] The answer is correct. GRADE: A. Verdict: CORRECT. "
+    "<points>2</points> \\boxed{1} Final score: 1"
+)
+
+
+def first_user_text(items: Any) -> str:
+    """The text of a request's first user message: the key that finds a row's recording."""
+    if isinstance(items, str):
+        return items
+    for item in items or []:
+        if isinstance(item, dict) and item.get("role") == "user":
+            content = item.get("content")
+            if isinstance(content, str):
+                return content
+            return "".join(part.get("text", "") for part in content or [] if isinstance(part, dict))
+    return ""
+
+
+def _is_model_item(item: Any) -> bool:
+    if not isinstance(item, dict):
+        return False
+    kind = item.get("type")
+    if kind in ("function_call", "reasoning"):
+        return True
+    return kind in (None, "message") and item.get("role", "assistant") == "assistant"
+
+
+def _ends_turn(item: Any) -> bool:
+    """An item the agent adds after a model turn: a tool's output or an observation."""
+    return isinstance(item, dict) and (
+        item.get("type") == "function_call_output" or (item.get("role") == "user")
+    )
+
+
+def model_turns(items: Any) -> int:
+    """How many model turns `items` holds: runs of model items each followed by what ends a turn."""
+    turns, in_turn = 0, False
+    for item in items if isinstance(items, list) else []:
+        if _is_model_item(item):
+            in_turn = True
+        elif in_turn and _ends_turn(item):
+            turns, in_turn = turns + 1, False
+    return turns
+
+
+def recorded_turns(folder: Path) -> dict[str, list[list[dict[str, Any]]]]:
+    """First user text -> the model's turns NeMo Gym recorded for that prompt (its first rollout)."""
+    path = folder / "data" / "example_rollouts.jsonl"
+    turns: dict[str, list[list[dict[str, Any]]]] = {}
+    if not path.exists():
+        return turns
+    for line in path.read_text().splitlines():
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        segments: list[list[dict[str, Any]]] = [[]]
+        for item in (row.get("response") or {}).get("output") or []:
+            if _is_model_item(item):
+                segments[-1].append(item)
+            elif _ends_turn(item) and segments[-1]:
+                segments.append([])
+        key = first_user_text((row.get("responses_create_params") or {}).get("input"))
+        turns.setdefault(key, [s for s in segments if s])
+    return turns
+
+
+class ReplayPolicy:
+    """The scripted model's answer to each request of the rows' rollouts (see the module's note)."""
+
+    def __init__(
+        self, folder: Path, rows: list[dict[str, Any]], empty: Callable[[], list[dict[str, Any]]]
+    ) -> None:
+        self.turns = recorded_turns(folder)
+        self.empty = empty
+        self.row_items: dict[str, int] = {}
+        """First user text -> how many input items the row itself has (its own conversation)."""
+        for row in rows:
+            items = (row.get("responses_create_params") or {}).get("input")
+            count = len(items) if isinstance(items, list) else 1
+            self.row_items.setdefault(first_user_text(items), count)
+
+    def __call__(self, body: dict[str, Any]) -> list[dict[str, Any]]:
+        items = body.get("input")
+        key = first_user_text(items)
+        turns = self.turns.get(key)
+        own = self.row_items.get(key, 0)
+        turn = model_turns(items[own:] if isinstance(items, list) else [])
+        if turns and turn < len(turns):
+            return turns[turn]
+        return self.empty()
+
+
+def stub_judge_app() -> Any:
+    """A model server on loopback answering `/v1/responses` and `/v1/chat/completions` with one
+    fixed text that carries the common verdict forms."""
+    from ng_cli.servers.app import JSONResponse, build_app, read_json_object
+    from ng_cli.servers.testing import assistant_message
+
+    app = build_app("stub_judge")
+
+    @app.post("/v1/responses")
+    async def responses(request: Request) -> JSONResponse:
+        body = await read_json_object(request)
+        output = [assistant_message(STUB_JUDGE_TEXT)]
+        return JSONResponse(
+            {
+                "id": "resp_judge",
+                "object": "response",
+                "created_at": 0,
+                "model": body.get("model") or "judge",
+                "status": "completed",
+                "output": output,
+                "tools": [],
+                "parallel_tool_calls": True,
+                "tool_choice": "auto",
+            }
+        )
+
+    @app.post("/v1/chat/completions")
+    async def chat(request: Request) -> JSONResponse:
+        await read_json_object(request)
+        return JSONResponse(
+            {
+                "id": "chat_judge",
+                "object": "chat.completion",
+                "created": 0,
+                "model": "judge",
+                "choices": [
+                    {
+                        "index": 0,
+                        "finish_reason": "stop",
+                        "message": {"role": "assistant", "content": STUB_JUDGE_TEXT},
+                    }
+                ],
+            }
+        )
+
+    return app
