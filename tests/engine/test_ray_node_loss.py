@@ -241,7 +241,7 @@ def test_a_lost_node_costs_only_its_work_server_actor_then_engine(tmp_path: Path
         def lose_the_engines_node() -> dict[str, float]:
             lost_at = time.monotonic()
             cluster.lose(engine_node)
-            wait_for(lambda: "waiting for capacity: placement group" in stack.log(), 300, "the capacity wait")
+            wait_for(lambda: "waiting for capacity: placement group" in stack.log(), 600, "the capacity wait")
             added_at = time.monotonic()
             cluster.add_node()
             wait_for(lambda: "policy_model/engine-0 is serving again" in stack.log(), 900, "the engine again")

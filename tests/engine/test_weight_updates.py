@@ -34,6 +34,7 @@ from ng_cli.launcher.admin_keys import admin_key
 from ng_cli.training import WeightsClient
 from ng_cli.upstream.weights import WeightUpdateError
 from tests.fixtures import checkpoints
+from tests.fixtures.caps import HANG_CAP_S
 from tests.fixtures.engine_stack import (
     ENGINE_KEY,
     EXAMPLE_ENV_CONFIG,
@@ -303,7 +304,7 @@ def test_a_restarted_engine_serves_the_current_weights(
     first = stack.engines[0]
     kill_engine_process(first)
     wait_for(lambda: "policy_model/engine-0 is serving again" in stack.log(), 600, "engine-0 to restart")
-    wait_for(lambda: stack.is_healthy(str(first["url"])), 120, "the model server to readmit engine-0")
+    wait_for(lambda: stack.is_healthy(str(first["url"])), HANG_CAP_S, "the model server to readmit engine-0")
     assert re.search(r"engine \S+ rejoined and loaded version 8", stack.log())
     roots = [str(engine["url"]).removesuffix("/v1") for engine in stack.engines]
     fingerprints = [engine_fingerprint(root, key) for root in roots]
