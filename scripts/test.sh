@@ -30,9 +30,9 @@ echo "== pytest"
 # --durations: where CI time goes, in every log (the slowest phases: setup, call, teardown).
 # No arguments: two pytest processes at once on CI's two cores, every test that starts a vLLM
 # engine or a Ray cluster in one (one engine or cluster at a time), the rest in the other; the
-# second one's log is printed after the first. The bench smokes (marker `bench`) run in the
-# second, engine or not: they only check that each script runs to the end, and the first is the
-# longer one. Arguments (paths, -k, -m ...): one process.
+# second one's log is printed after the first. Two engine bench smokes (marker `bench`: each
+# starts a stack of its own and only checks that its script runs to the end) run in the second,
+# so that both take about as long. Arguments (paths, -k, -m ...): one process.
 export NG_REQUIRE_ENGINE=1 NG_REQUIRE_BROWSER=1 NG_REQUIRE_RAY=1
 pytest=(.venv/bin/python -m pytest -p no:cacheprovider)
 set +e

@@ -28,8 +28,6 @@ from tests.fixtures.engine_env import require_vllm_env
 from tests.fixtures.stack.harness import MARKER_VAR, marked_pids
 from tests.fixtures.wheelhouse import make_wheel, write_wheelhouse
 
-pytestmark = pytest.mark.bench
-
 ROOT = Path(__file__).resolve().parents[2]
 BENCH = ROOT / "bench"
 TIMEOUT_S = 900
@@ -46,6 +44,9 @@ class Smoke:
     """Needs the CPU vLLM env: skipped without it, failed without it under NG_REQUIRE_ENGINE."""
     engine_python: bool = False
     """Runs under the engine venv's interpreter (torch, vLLM), as its docstring says."""
+    beside_engine_tests: bool = False
+    """An engine smoke that scripts/test.sh runs in its second process (marker `bench`), beside the
+    engine tests instead of after them: the two processes then take about as long."""
     prepare: Callable[[Path], list[str]] | None = field(default=None, compare=False)
     """Builds inputs in the test's directory and returns extra arguments."""
 
@@ -102,8 +103,14 @@ SMOKES = [
     Smoke("upstream_outage.py", "--rollouts 8 --parallel 2 --delay-s 0.01 --outage-s 0.5 --kill-at-s 0.2"),
     Smoke("offline_install.py", "", prepare=_demo_wheelhouse),
     Smoke("engine_efficiency.py", "--concurrency 1 --requests 2 --rounds 1 --max-tokens 4", engine=True),
-    Smoke("weight_update.py", "--updates 1", out_flag="--output", engine=True),
-    Smoke("policy_gradient.py", "--steps 0 --rollouts 5", out_flag="--output", engine=True),
+    Smoke("weight_update.py", "--updates 1", out_flag="--output", engine=True, beside_engine_tests=True),
+    Smoke(
+        "policy_gradient.py",
+        "--steps 0 --rollouts 5",
+        out_flag="--output",
+        engine=True,
+        beside_engine_tests=True,
+    ),
     Smoke("pg_train_step.py", "", engine=True, engine_python=True, prepare=_pg_inputs),
     Smoke(
         "make_random_checkpoint.py",
@@ -124,6 +131,12 @@ NOT_RUN_HERE = {
 }
 
 
+def _marks(smoke: Smoke) -> list[pytest.MarkDecorator]:
+    """`engine` selects scripts/test.sh's engine process; `bench` moves one to the process beside it."""
+    marks = [pytest.mark.engine] if smoke.engine else []
+    return [*marks, pytest.mark.bench] if smoke.beside_engine_tests else marks
+
+
 def _id(smoke: Smoke) -> str:
     return smoke.script.removesuffix(".py") + ("-stream" if "--stream" in smoke.args else "")
 
@@ -136,7 +149,7 @@ def test_every_bench_script_has_a_smoke_run_or_a_reason() -> None:
 
 @pytest.mark.parametrize(
     "smoke",
-    [pytest.param(smoke, marks=[pytest.mark.engine] if smoke.engine else []) for smoke in SMOKES],
+    [pytest.param(smoke, marks=_marks(smoke)) for smoke in SMOKES],
     ids=_id,
 )
 def test_bench_script_runs_on_its_smallest_setting(smoke: Smoke, tmp_path: Path) -> None:
