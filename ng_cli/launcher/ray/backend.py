@@ -197,8 +197,11 @@ class RayBackend:
                     self.actors.append(lease)
                     leases.append(lease)
                     self._actor_names.append(f"{placement.actor}{suffix}-gpu{index}")
-                    gpu_ids += self._call(
-                        lease.gpu_ids.remote(), spec.name, f"lease the GPU of bundle {index}"
+                    gpu_ids += self._call(  # its first call: the lease actor starts first
+                        lease.gpu_ids.remote(),
+                        spec.name,
+                        f"lease the GPU of bundle {index}",
+                        self.config.placement_timeout_s,
                     )
             moved = self._engine_nodes.get(spec.name, node["node_id"]) != node["node_id"]
             if moved:  # re-placed after a lost node: ports free on the new node, a new URL

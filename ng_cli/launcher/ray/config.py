@@ -54,7 +54,8 @@ class RayConfig(BaseModel):
     expert_groups_may_span: bool = False
     """external_lb only: let the data-parallel ranks of one expert group use several nodes."""
     placement_timeout_s: float = Field(default=120.0, gt=0)
-    """How long placement groups may stay pending (e.g. nodes still joining) before ng_run gives up."""
+    """How long placement groups may stay pending (e.g. nodes still joining), and an actor (engine, server,
+    GPU lease) may take to start on a busy node, before ng_run gives up."""
     capacity_wait_s: float = Field(default=300.0, ge=0)
     """After a node is lost: how long an engine's group or a server actor may wait for room on the
     nodes that remain (or join) before ng_run stops with the reason; it says so every 10 s."""
