@@ -23,7 +23,7 @@ from ng_cli.errors import ConfigError, NgError, UpstreamError, UpstreamUnavailab
 from ng_cli.servers.app import build_app
 from ng_cli.servers.http import HttpClient, RetryPolicy
 from ng_cli.servers.session import SessionMiddleware, SessionSigner
-from ng_cli.servers.spec import ServerAddress
+from ng_cli.servers.spec import ServerAddress, listed_urls
 
 __all__ = ["BaseServer", "ConfigT"]
 
@@ -76,11 +76,10 @@ class BaseServer(Generic[ConfigT]):
         except UpstreamError:
             return False
         changed = False
-        for entry in listed if isinstance(listed, list) else []:
-            name, url = (entry.get("name"), entry.get("url")) if isinstance(entry, dict) else (None, None)
-            known = self.servers.get(name) if isinstance(name, str) else None
-            if known is not None and isinstance(url, str) and url and url != known.url:
-                self.servers[str(name)] = known.model_copy(update={"url": url})
+        for name, url in listed_urls(listed).items():
+            known = self.servers.get(name)
+            if known is not None and url != known.url.rstrip("/"):
+                self.servers[name] = known.model_copy(update={"url": url})
                 changed = True
         return changed
 

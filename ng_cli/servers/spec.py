@@ -12,11 +12,25 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-__all__ = ["HEAD_NAME", "ServerAddress", "ServerSpec", "read_spec", "write_spec"]
+__all__ = ["HEAD_NAME", "ServerAddress", "ServerSpec", "listed_urls", "read_spec", "write_spec"]
 
 HEAD_NAME = "head_server"
 """The head server's name: its config block, and the `server` its answers name. Here, below both the
 launcher that plans it and `head.py` that serves it, so neither imports the other for it."""
+
+
+def listed_urls(listed: Any) -> dict[str, str]:
+    """Name -> URL (no trailing slash) of the head's `GET /servers` answer, malformed entries
+    skipped: where each server listens now (one re-placed on another Ray node has moved)."""
+    entries = listed if isinstance(listed, list) else []
+    return {
+        entry["name"]: entry["url"].rstrip("/")
+        for entry in entries
+        if isinstance(entry, dict)
+        and isinstance(entry.get("name"), str)
+        and isinstance(entry.get("url"), str)
+        and entry["url"]
+    }
 
 
 class ServerAddress(BaseModel):

@@ -34,6 +34,7 @@ from ng_cli.nemo_gym_compat.api.global_config import (
     get_first_server_config_dict,
     get_global_config_dict,
 )
+from ng_cli.servers.spec import listed_urls
 
 __all__ = [
     "SESSION_ID_KEY",
@@ -208,13 +209,10 @@ class ServerClient(BaseModel):
             listed = orjson.loads(await (await request("GET", head)).read())
         except (TimeoutError, aiohttp.ClientError, orjson.JSONDecodeError):
             return False
-        entries = listed if isinstance(listed, list) else []
-        url = next(
-            (e.get("url") for e in entries if isinstance(e, dict) and e.get("name") == server_name), None
-        )
-        if not isinstance(url, str) or not url or url.rstrip("/") == self._resolve_base_url(server_name):
+        url = listed_urls(listed).get(server_name)
+        if url is None or url == self._resolve_base_url(server_name):
             return False
-        self._base_urls[server_name] = url.rstrip("/")
+        self._base_urls[server_name] = url
         return True
 
     async def get(self, server_name: str, url_path: str, **kwargs: Any) -> aiohttp.ClientResponse:
