@@ -19,12 +19,14 @@ if ! command -v chromium >/dev/null 2>&1; then
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
 fi
 
-echo "== ruff"
-.venv/bin/ruff check .
-.venv/bin/ruff format --check .
+if [ "${NG_TEST_LINT:-1}" != 0 ]; then  # scripts/stress.sh turns it off after its first run
+  echo "== ruff"
+  .venv/bin/ruff check .
+  .venv/bin/ruff format --check .
 
-echo "== mypy"
-.venv/bin/mypy
+  echo "== mypy"
+  .venv/bin/mypy
+fi
 
 echo "== pytest"
 # --durations: where CI time goes, in every log (the slowest phases: setup, call, teardown).
@@ -32,7 +34,8 @@ echo "== pytest"
 # engine or a Ray cluster in one (one engine or cluster at a time), the rest in the other; the
 # second one's log is printed after the first. Two engine bench smokes (marker `bench`: each
 # starts a stack of its own and only checks that its script runs to the end) run in the second,
-# so that both take about as long. Arguments (paths, -k, -m ...): one process.
+# so that both take about as long. NG_TEST_MARK (a marker expression) narrows both processes
+# (scripts/stress.sh: "engine or ray or integration"). Arguments (paths, -k, -m ...): one process.
 export NG_REQUIRE_ENGINE=1 NG_REQUIRE_BROWSER=1 NG_REQUIRE_RAY=1
 pytest=(.venv/bin/python -m pytest -p no:cacheprovider)
 set +e
@@ -40,15 +43,21 @@ if [ "$#" -gt 0 ]; then
   "${pytest[@]}" --durations=25 "$@"
   codes=("$?")
 else
+  heavy="(engine or ray) and not bench"
+  light="bench or not (engine or ray)"
+  if [ -n "${NG_TEST_MARK:-}" ]; then
+    heavy="($heavy) and ($NG_TEST_MARK)"
+    light="($light) and ($NG_TEST_MARK)"
+  fi
   rest_log=$(mktemp)
-  "${pytest[@]}" --durations=25 -m "bench or not (engine or ray)" >"$rest_log" 2>&1 &
+  "${pytest[@]}" --durations=25 -m "$light" >"$rest_log" 2>&1 &
   rest=$!
-  echo "== pytest -m '(engine or ray) and not bench' (the other tests run beside it: their log follows)"
-  "${pytest[@]}" --durations=25 -m "(engine or ray) and not bench"
+  echo "== pytest -m '$heavy' (the other tests run beside it: their log follows)"
+  "${pytest[@]}" --durations=25 -m "$heavy"
   heavy_code=$?
   wait "$rest"
   rest_code=$?
-  echo "== pytest -m 'bench or not (engine or ray)'"
+  echo "== pytest -m '$light'"
   cat "$rest_log"
   rm -f "$rest_log"
   codes=("$heavy_code" "$rest_code")
