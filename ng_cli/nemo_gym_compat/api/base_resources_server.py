@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from abc import abstractmethod
 from enum import StrEnum
-from typing import Any, ClassVar, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
 from fastapi import FastAPI
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, field_validator
@@ -29,7 +29,13 @@ from ng_cli.nemo_gym_compat.api.reward_profile import AggregateMetricsMixin, com
 from ng_cli.nemo_gym_compat.api.rollout_correlation import RolloutContextMiddleware
 from ng_cli.nemo_gym_compat.api.server_utils import BaseServer, SimpleServer
 
+if TYPE_CHECKING:  # the module needs the optional `mcp` package; imported only by a server that opts in
+    from ng_cli.nemo_gym_compat.api.mcp_auto_exposure import CatchAll, MCPTool
+
 __all__ = [
+    "NEMO_GYM_MCP_METADATA_KEY",
+    "NEMO_GYM_MCP_SESSION_TOKEN_HEADER",
+    "RESERVED_MCP_TOOL_NAMES",
     "BaseMultiRewardVerifyResponse",
     "BaseResourcesServer",
     "BaseResourcesServerConfig",
@@ -38,6 +44,7 @@ __all__ = [
     "BaseSeedSessionResponse",
     "BaseVerifyRequest",
     "BaseVerifyResponse",
+    "MCPServerMetadata",
     "ResourcesCloseSessionRequest",
     "ResourcesCloseSessionResponse",
     "ResourcesSeedSessionRequest",
@@ -45,7 +52,28 @@ __all__ = [
     "ResourcesVerifyRequest",
     "ReverifyMode",
     "SimpleResourcesServer",
+    "normalize_tool_name",
 ]
+
+NEMO_GYM_MCP_SESSION_TOKEN_HEADER = "X-NeMo-Gym-Session-Token"
+"""The header an MCP client replays on every call: the rollout's signed session token."""
+NEMO_GYM_MCP_METADATA_KEY = "mcp"
+"""The key of a /seed_session answer that tells the agent where the rollout's MCP tools are."""
+_MCP_TOKEN_SALT = "nemo-gym-mcp-session-token"
+RESERVED_MCP_TOOL_NAMES = frozenset({"verify", "seed_session", "close_session", "aggregate_metrics", "mcp"})
+"""Routes of every resources server that are never tools."""
+
+
+def normalize_tool_name(name: str, server_name: str | None = None) -> str:
+    """A tool-call name as the verifier knows it: MCP clients record `mcp__<server>__<tool>`, HTTP
+    agents `<tool>`. With `server_name`, only that server's prefix is taken off."""
+    if not name.startswith("mcp__"):
+        return name
+    if server_name is not None:
+        prefix = f"mcp__{server_name}__"
+        return name[len(prefix) :] if name.startswith(prefix) else name
+    _, sep, tool = name[len("mcp__") :].partition("__")
+    return tool if sep else name
 
 
 class ReverifyMode(StrEnum):
@@ -99,6 +127,15 @@ class BaseSeedSessionResponse(BaseModel):
     pass
 
 
+class MCPServerMetadata(BaseModel):
+    """Where one rollout's MCP tools are: a /seed_session answer carries it under `mcp`."""
+
+    server_name: str
+    url_path: str = "/mcp"
+    transport: str = "http"
+    headers: dict[str, str]
+
+
 class ResourcesSeedSessionRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -112,7 +149,7 @@ class ResourcesSeedSessionResponse(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     resources_session_id: str
-    resources_tools: dict[str, Any] | None = None
+    resources_tools: MCPServerMetadata | None = None
     sandbox_access: dict[str, Any] | None = None
 
 
@@ -158,6 +195,21 @@ class SimpleResourcesServer(BaseResourcesServer, AggregateMetricsMixin, SimpleSe
 
     async def seed_session(self, body: BaseSeedSessionRequest) -> BaseSeedSessionResponse:
         return BaseSeedSessionResponse()
+
+    def normalize_tool_name(self, name: str) -> str:
+        """This server's MCP namespace taken off a tool-call name, before /verify reads it."""
+        return normalize_tool_name(name, self.config.name or type(self).__name__)
+
+    def mcp_tools(self, harvested: list[MCPTool], catchall: CatchAll | None) -> list[MCPTool] | None:
+        """The tools `expose_tools_over_mcp` serves: by default every typed `POST /<tool>` route.
+        A server may filter them, add tools served by its catch-all route
+        (`harvested + [catchall.tool(name, schema, description)]`), or return None for none."""
+        return harvested
+
+    def mcp_allowed_tools_for_session(self, seed_body: dict[str, Any]) -> list[str] | None:
+        """The tools one rollout's token may list and call (None: all); `seed_body` is the
+        /seed_session body (an environment server's: its `task_data`)."""
+        return None
 
     async def close_resources_session(
         self, body: ResourcesCloseSessionRequest
