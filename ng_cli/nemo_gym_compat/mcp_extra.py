@@ -15,7 +15,7 @@ from packaging.version import InvalidVersion, Version
 
 __all__ = ["MCP_REQUIREMENT", "install_hint", "mcp_problem"]
 
-MCP_REQUIREMENT = SpecifierSet(">=2.3,<3")
+MCP_REQUIREMENT = ">=2.3,<3"
 """The SDK versions our MCP exposure is written against (pyproject's `mcp` extra says the same)."""
 
 
@@ -31,6 +31,6 @@ def mcp_problem() -> str | None:
         found = Version(importlib.metadata.version("mcp"))
     except (importlib.metadata.PackageNotFoundError, InvalidVersion):
         return None  # a source checkout of the SDK: let its import say whether it fits
-    if found not in MCP_REQUIREMENT:
+    if found not in SpecifierSet(MCP_REQUIREMENT):
         return f"it needs the MCP SDK mcp{MCP_REQUIREMENT}, and mcp {found} is installed"
     return None

@@ -24,6 +24,14 @@ from ng_cli.nemo_gym_compat.api.config_types import (
 from ng_cli.nemo_gym_compat.api.episode_types import EpisodeId, TaskId
 from ng_cli.nemo_gym_compat.api.failure_kinds import validate_failure_kind
 from ng_cli.nemo_gym_compat.api.judge import judge_failsafe
+from ng_cli.nemo_gym_compat.api.mcp_access import (
+    MCP_TOKEN_SALT,
+    NEMO_GYM_MCP_METADATA_KEY,
+    NEMO_GYM_MCP_SESSION_TOKEN_HEADER,
+    RESERVED_MCP_TOOL_NAMES,
+    MCPServerMetadata,
+    normalize_tool_name,
+)
 from ng_cli.nemo_gym_compat.api.openai_utils import NeMoGymResponse, NeMoGymResponseCreateParamsNonStreaming
 from ng_cli.nemo_gym_compat.api.reward_profile import AggregateMetricsMixin, compute_aggregate_metrics
 from ng_cli.nemo_gym_compat.api.rollout_correlation import RolloutContextMiddleware
@@ -55,25 +63,7 @@ __all__ = [
     "normalize_tool_name",
 ]
 
-NEMO_GYM_MCP_SESSION_TOKEN_HEADER = "X-NeMo-Gym-Session-Token"
-"""The header an MCP client replays on every call: the rollout's signed session token."""
-NEMO_GYM_MCP_METADATA_KEY = "mcp"
-"""The key of a /seed_session answer that tells the agent where the rollout's MCP tools are."""
-_MCP_TOKEN_SALT = "nemo-gym-mcp-session-token"
-RESERVED_MCP_TOOL_NAMES = frozenset({"verify", "seed_session", "close_session", "aggregate_metrics", "mcp"})
-"""Routes of every resources server that are never tools."""
-
-
-def normalize_tool_name(name: str, server_name: str | None = None) -> str:
-    """A tool-call name as the verifier knows it: MCP clients record `mcp__<server>__<tool>`, HTTP
-    agents `<tool>`. With `server_name`, only that server's prefix is taken off."""
-    if not name.startswith("mcp__"):
-        return name
-    if server_name is not None:
-        prefix = f"mcp__{server_name}__"
-        return name[len(prefix) :] if name.startswith(prefix) else name
-    _, sep, tool = name[len("mcp__") :].partition("__")
-    return tool if sep else name
+_MCP_TOKEN_SALT = MCP_TOKEN_SALT
 
 
 class ReverifyMode(StrEnum):
@@ -125,15 +115,6 @@ class BaseSeedSessionRequest(BaseModel):
 
 class BaseSeedSessionResponse(BaseModel):
     pass
-
-
-class MCPServerMetadata(BaseModel):
-    """Where one rollout's MCP tools are: a /seed_session answer carries it under `mcp`."""
-
-    server_name: str
-    url_path: str = "/mcp"
-    transport: str = "http"
-    headers: dict[str, str]
 
 
 class ResourcesSeedSessionRequest(BaseModel):
@@ -193,7 +174,12 @@ class SimpleResourcesServer(BaseResourcesServer, AggregateMetricsMixin, SimpleSe
         app.get("/reverify_mode")(self.get_reverify_mode)
         return app
 
-    async def seed_session(self, body: BaseSeedSessionRequest) -> BaseSeedSessionResponse:
+    async def seed_session(
+        self, body: ResourcesSeedSessionRequest | BaseSeedSessionRequest
+    ) -> ResourcesSeedSessionResponse | BaseSeedSessionResponse:
+        """No state by default; a typed seed (NeMo Gym's environment servers) gets its id back."""
+        if isinstance(body, ResourcesSeedSessionRequest):
+            return ResourcesSeedSessionResponse(resources_session_id=body.resources_session_id)
         return BaseSeedSessionResponse()
 
     def normalize_tool_name(self, name: str) -> str:

@@ -48,13 +48,12 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Mount, Route
 from starlette.types import Receive, Scope, Send
 
-from ng_cli.nemo_gym_compat.api.base_resources_server import (
-    _MCP_TOKEN_SALT,
+from ng_cli.nemo_gym_compat.api.mcp_access import (
+    MCP_TOKEN_SALT,
     NEMO_GYM_MCP_METADATA_KEY,
     NEMO_GYM_MCP_SESSION_TOKEN_HEADER,
     RESERVED_MCP_TOOL_NAMES,
     MCPServerMetadata,
-    ResourcesSeedSessionResponse,
 )
 from ng_cli.nemo_gym_compat.api.server_utils import SESSION_ID_KEY
 from ng_cli.nemo_gym_compat.mcp_extra import install_hint, mcp_problem
@@ -297,6 +296,16 @@ async def call_direct(
     return jsonable_encoder(result)
 
 
+class _Tool(types.Tool):  # type: ignore[misc, unused-ignore]  # Any where the extra is not installed
+    """The SDK's tool, also readable by mcp 1.x's attribute name (`inputSchema`), which NeMo Gym's
+    `mcp_tools()` overrides were written against."""
+
+    @property
+    def inputSchema(self) -> dict[str, Any]:  # mcp 1.x's name
+        schema: dict[str, Any] = self.input_schema
+        return schema
+
+
 @dataclass
 class MCPTool:
     """One exposed tool: what tools/list shows, and how tools/call runs it."""
@@ -333,7 +342,7 @@ class CatchAll:
         schema = input_schema or dict(PERMISSIVE_SCHEMA)
         return MCPTool(
             name=name,
-            tool=types.Tool(name=name, description=description, input_schema=schema),
+            tool=_Tool(name=name, description=description, input_schema=schema),
             binding=self._binding,
             path_value=name,
             path=self.route.path,
@@ -385,7 +394,7 @@ def harvest_tools(app: FastAPI, server: Any) -> dict[str, MCPTool]:
         harvested.append(
             MCPTool(
                 name=name,
-                tool=types.Tool(name=name, description=description, input_schema=schema),
+                tool=_Tool(name=name, description=description, input_schema=schema),
                 binding=bound.binding,
                 path=route.path,
                 reasons=tuple(bound.reasons),
@@ -495,7 +504,7 @@ def _wrap_seed_session(app: FastAPI, mint_metadata: MintMetadata) -> None:
                 result.model_dump() if isinstance(result, BaseModel) else result
             )
         payload = jsonable_encoder(result)
-        if isinstance(result, ResourcesSeedSessionResponse):  # typed: no other key is allowed
+        if _typed_seed_answer(result):  # an environment server's: no other key is allowed
             if result.resources_tools is None:
                 task_data = (await _seed_body(request)).get("task_data")
                 payload["resources_tools"] = mint_metadata(
@@ -509,6 +518,12 @@ def _wrap_seed_session(app: FastAPI, mint_metadata: MintMetadata) -> None:
     setattr(seed_session_endpoint, "__signature__", inspect.Signature(parameters=params))  # noqa: B010
     seed_session_endpoint.__annotations__ = {p.name: p.annotation for p in params}
     _swap_route(app, index, "/seed_session", seed_session_endpoint)
+
+
+def _typed_seed_answer(result: Any) -> bool:
+    """NeMo Gym's `ResourcesSeedSessionResponse` (or a subclass): MCP access goes in its typed
+    `resources_tools` field (read by field, so this module need not import the server base)."""
+    return isinstance(result, BaseModel) and "resources_tools" in type(result).model_fields
 
 
 def _function_calls(container: Any) -> list[Any]:
@@ -623,7 +638,7 @@ def install_auto_exposure(
                 "on the same server. Remove the hand-rolled /mcp mount and rely on expose_tools_over_mcp."
             )
     secret = token_secret if token_secret is not None else server.get_session_middleware_key()
-    serializer = URLSafeSerializer(secret, salt=_MCP_TOKEN_SALT)
+    serializer = URLSafeSerializer(secret, salt=MCP_TOKEN_SALT)
     tools = harvest_tools(app, server)
     _wrap_seed_session(app, functools.partial(_mint_session_metadata, server, serializer))
     _wrap_verify(app, server)
