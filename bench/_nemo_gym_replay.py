@@ -8,9 +8,11 @@ The replay: NeMo Gym's `data/example_rollouts.jsonl` holds, for a prompt, the wh
 its agent recorded (`response.output`). A model turn is a run of the model's own items (messages,
 function calls, reasoning); it ends where the agent added something: tool outputs (simple_agent),
 or an observation as a user message (gymnasium_agent). The policy answers a request with the
-recorded turn whose index is the number of turns already in the request past the row's own
-input (a row's input may hold a conversation of its own: its tool outputs are not turns here),
-and with an empty message when the recording has no such turn.
+recorded turn whose index is the number of turns in the request less those of the row's own
+input (a row's input may hold a conversation of its own: its tool outputs are not turns here;
+speed_bench_agent puts its replies between the row's user messages), and with an empty message
+when the recording has no such turn. speed_bench_agent records one call per user turn with
+nothing between them: there a turn ends after its message (`message_ends_turn`).
 """
 
 from __future__ import annotations
@@ -70,8 +72,9 @@ def model_turns(items: Any) -> int:
     return turns
 
 
-def recorded_turns(folder: Path) -> dict[str, list[list[dict[str, Any]]]]:
-    """First user text -> the model's turns NeMo Gym recorded for that prompt (its first rollout)."""
+def recorded_turns(folder: Path, *, message_ends_turn: bool = False) -> dict[str, list[list[dict[str, Any]]]]:
+    """First user text -> the model's turns NeMo Gym recorded for that prompt (its first rollout);
+    with `message_ends_turn`, a message closes its turn too."""
     path = folder / "data" / "example_rollouts.jsonl"
     turns: dict[str, list[list[dict[str, Any]]]] = {}
     if not path.exists():
@@ -85,6 +88,8 @@ def recorded_turns(folder: Path) -> dict[str, list[list[dict[str, Any]]]]:
         for item in (row.get("response") or {}).get("output") or []:
             if _is_model_item(item):
                 segments[-1].append(item)
+                if message_ends_turn and item.get("type", "message") == "message":
+                    segments.append([])
             elif _ends_turn(item) and segments[-1]:
                 segments.append([])
         key = first_user_text((row.get("responses_create_params") or {}).get("input"))
@@ -96,23 +101,26 @@ class ReplayPolicy:
     """The scripted model's answer to each request of the rows' rollouts (see the module's note)."""
 
     def __init__(
-        self, folder: Path, rows: list[dict[str, Any]], empty: Callable[[], list[dict[str, Any]]]
+        self,
+        folder: Path,
+        rows: list[dict[str, Any]],
+        empty: Callable[[], list[dict[str, Any]]],
+        *,
+        message_ends_turn: bool = False,
     ) -> None:
-        self.turns = recorded_turns(folder)
+        self.turns = recorded_turns(folder, message_ends_turn=message_ends_turn)
         self.empty = empty
-        self.row_items: dict[str, int] = {}
-        """First user text -> how many input items the row itself has (its own conversation)."""
+        self.row_turns: dict[str, int] = {}
+        """First user text -> how many model turns the row's own input holds (its own conversation)."""
         for row in rows:
             items = (row.get("responses_create_params") or {}).get("input")
-            count = len(items) if isinstance(items, list) else 1
-            self.row_items.setdefault(first_user_text(items), count)
+            self.row_turns.setdefault(first_user_text(items), model_turns(items))
 
     def __call__(self, body: dict[str, Any]) -> list[dict[str, Any]]:
         items = body.get("input")
         key = first_user_text(items)
         turns = self.turns.get(key)
-        own = self.row_items.get(key, 0)
-        turn = model_turns(items[own:] if isinstance(items, list) else [])
+        turn = model_turns(items) - self.row_turns.get(key, 0)
         if turns and turn < len(turns):
             return turns[turn]
         return self.empty()

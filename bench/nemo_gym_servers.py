@@ -8,11 +8,11 @@ For each folder of `<root>/resources_servers/` (NeMo Gym 0.7.0 unpacked: `pip do
      and the server built and served by our framework (`ng_cli.servers.loading`: NeMo Gym's
      imports answered by `ng_cli.nemo_gym_compat`);
   2. the agent its configs pair it with, when this project has it (`simple_agent`,
-     `gymnasium_agent`, `tool_simulation_agent`, with the block's `max_steps` /
-     `skip_verification`), runs its own `data/example.jsonl` rows (`--rows` at most), the policy
-     replaying the model turns NeMo Gym recorded in `data/example_rollouts.jsonl` for the same
-     prompt (an empty answer where there is none: bench/_nemo_gym_replay.py), and each `/run`
-     answer's reward is kept;
+     `gymnasium_agent`, `tool_simulation_agent`, `speed_bench_agent`, with the block's
+     `max_steps` / `skip_verification`), runs its own `data/example.jsonl` rows (`--rows` at
+     most), the policy replaying the model turns NeMo Gym recorded in
+     `data/example_rollouts.jsonl` for the same prompt (an empty answer where there is none:
+     bench/_nemo_gym_replay.py), and each `/run` answer's reward is kept;
   3. a model-server reference other than the policy (a judge, a user simulator) points at a stub
      judge on loopback answering `/v1/responses` and `/v1/chat/completions` with one fixed text
      that carries the common verdict forms; `policy_base_url` is that stub too, for servers that
@@ -63,8 +63,12 @@ AGENTS = {
     "simple_agent": "responses_api_agents.simple_agent.app:SimpleAgent",
     "gymnasium_agent": "responses_api_agents.gymnasium_agent.app:GymnasiumAgent",
     "tool_simulation_agent": "responses_api_agents.tool_simulation_agent.app:ToolSimulationAgent",
+    "speed_bench_agent": "responses_api_agents.speed_bench_agent.app:SpeedBenchAgent",
 }
 """NeMo Gym's agents this project has (same names, their config blocks): the rows go through them."""
+MESSAGE_ENDS_TURN = frozenset({"speed_bench_agent"})
+"""Agents whose recorded output is one model call per user turn, each ending with its message,
+with nothing of the agent's between them (the replay cuts turns there)."""
 AGENT_KEYS = ("max_steps", "skip_verification", "skip_verification_reward")
 """The keys of a server's agent block (as its configs write it) that the harness's agent gets."""
 
@@ -274,7 +278,12 @@ def _run_with_judge(root: Path, name: str, max_rows: int, judge_url: str) -> dic
             result["reason"] = "no data/example.jsonl"
             return result
         rows = [json.loads(line) for line in example.read_text().splitlines() if line.strip()][:max_rows]
-        policy = ReplayPolicy(folder, rows, lambda: [assistant_message("")])
+        policy = ReplayPolicy(
+            folder,
+            rows,
+            lambda: [assistant_message("")],
+            message_ends_turn=info["agent"] in MESSAGE_ENDS_TURN,
+        )
 
         # A cohort server (genrm_compare) scores a prompt's rollouts together: each row is sent
         # as that many concurrent rollouts, as NeMo Gym's num_repeats would.

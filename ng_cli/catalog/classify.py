@@ -175,6 +175,12 @@ def _outside(facts: ServerFacts, off_pypi: list[str]) -> list[str]:
         reasons.append("a sandbox service (its code calls one by host/port)")
     if _FETCH.search(facts.source_text):
         reasons.append("the network at run time (its code downloads data or calls web services)")
+    elif facts.fetched_files:
+        reasons.append(
+            f"the network at run time (its code fetches {', '.join(map(_short_url, facts.fetched_files))})"
+        )
+    for data, maker in facts.unshipped_data.items():
+        reasons.append(f"data it does not ship ({data}: its {maker} downloads it)")
     if off_pypi:
         reasons.append(f"not on PyPI: {', '.join(off_pypi)}")
     return reasons

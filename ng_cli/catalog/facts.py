@@ -45,6 +45,10 @@ class ServerFacts:
     """Config keys or environment variables for API keys other than a judge's."""
     config_text: str = ""
     source_text: str = ""
+    fetched_files: list[str] = field(default_factory=list)
+    """URLs of files (requirements, archives, data) named in the code app.py reaches, not in docstrings."""
+    unshipped_data: dict[str, str] = field(default_factory=dict)
+    """`data/<file>` the reached code reads that the folder does not ship -> its script that downloads it."""
 
 
 def read_server(folder: Path) -> ServerFacts:
@@ -59,7 +63,9 @@ def read_server(folder: Path) -> ServerFacts:
             if line and not is_nemo_gym_line(line):
                 facts.requirements.append(line)
     if facts.has_app:
-        facts.imports, facts.source_text = _reached_imports(folder)
+        facts.imports, facts.source_text, trees = _reached_imports(folder)
+        facts.fetched_files = sorted({url for tree in trees for url in _file_urls(tree)})
+        facts.unshipped_data = _unshipped_data(folder, facts.source_text)
     for config in sorted((folder / "configs").glob("*.yaml")):
         text = config.read_text(encoding="utf-8", errors="replace")
         facts.config_text += text + "\n"
@@ -72,14 +78,16 @@ def read_server(folder: Path) -> ServerFacts:
     return facts
 
 
-def _reached_imports(folder: Path) -> tuple[set[str], str]:
-    """Third-party top-level modules imported by app.py and the folder's modules it imports."""
+def _reached_imports(folder: Path) -> tuple[set[str], str, list[ast.AST]]:
+    """Third-party top-level modules imported by app.py and the folder's modules it imports (with
+    the text and syntax trees of those modules)."""
     local = {path.stem for path in folder.rglob("*.py")} | {p.name for p in folder.iterdir() if p.is_dir()}
     stdlib = set(sys.stdlib_module_names)
     seen: set[Path] = set()
     todo = [folder / "app.py"]
     found: set[str] = set()
     sources: list[str] = []
+    trees: list[ast.AST] = []
     while todo:
         path = todo.pop()
         if path in seen or not path.is_file():
@@ -91,13 +99,51 @@ def _reached_imports(folder: Path) -> tuple[set[str], str]:
             tree = ast.parse(text)
         except SyntaxError:
             continue
+        trees.append(tree)
         for module in _imported_modules(tree, folder.name):
             top = module.split(".")[0]
             if module.startswith(f"resources_servers.{folder.name}") or (top in local and top not in stdlib):
                 todo.extend(_local_files(folder, module))
             elif top not in stdlib and top not in _OURS and top not in local:
                 found.add(top)
-    return found, "\n".join(sources)
+    return found, "\n".join(sources), trees
+
+
+_FILE_URL = re.compile(r"^https?://\S+\.(?:txt|zip|tar\.gz|tgz|gz|json|jsonl|csv|parquet|whl)$")
+_DATA_PATH = re.compile(r"""["']data["']\s*/\s*["']([\w.-]+)["']|["']data/([\w.-]+)["']""")
+_DOWNLOADS = re.compile(
+    r"urlretrieve|urlopen\(|requests\.get\(|snapshot_download|hf_hub_download|load_dataset\("
+)
+
+
+def _file_urls(tree: ast.AST) -> set[str]:
+    """String constants that are URLs of files; docstrings (an expression statement) left out."""
+    docstrings = {
+        id(node.value)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)
+    }
+    return {
+        node.value
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Constant)
+        and isinstance(node.value, str)
+        and id(node) not in docstrings
+        and _FILE_URL.match(node.value)
+    }
+
+
+def _unshipped_data(folder: Path, source: str) -> dict[str, str]:
+    """Data files the code names under `data/` that are missing, when a script beside it downloads."""
+    missing = sorted(
+        {a or b for a, b in _DATA_PATH.findall(source)} - {p.name for p in (folder / "data").glob("*")}
+    )
+    makers = [
+        path.name
+        for path in sorted(folder.glob("*.py"))
+        if _DOWNLOADS.search(path.read_text(encoding="utf-8", errors="replace"))
+    ]
+    return {f"data/{name}": makers[0] for name in missing if makers}
 
 
 def _imported_modules(tree: ast.AST, name: str) -> list[str]:

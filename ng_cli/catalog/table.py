@@ -30,7 +30,13 @@ __all__ = ["BEGIN", "END", "Row", "ServerResult", "build_rows", "load_results", 
 BEGIN = "<!-- nemo_gym_servers:begin (made by scripts/nemo_gym_compat_table.py; do not edit) -->"
 END = "<!-- nemo_gym_servers:end -->"
 OUR_AGENTS = frozenset(
-    {"simple_agent", "non_executing_simple_agent", "gymnasium_agent", "tool_simulation_agent"}
+    {
+        "simple_agent",
+        "non_executing_simple_agent",
+        "gymnasium_agent",
+        "tool_simulation_agent",
+        "speed_bench_agent",
+    }
 )
 REFERENCE_COUNTS = {Category.PURE: 41, Category.MODEL: 36, Category.PYPI: 18, Category.OUTSIDE: 48}
 """The hand count in ../shared/NEMO_GYM_ENVS.md, shown beside ours."""

@@ -9,6 +9,8 @@
 * example_multi_turn_gymnasium (NeMo Gym's `GymnasiumServer`, which builds its own `FastAPI()`)
   is served inside our plumbing: it answers `/health`, its errors come in our envelope, and its
   recorded rollouts replayed through our gymnasium_agent earn the rewards NeMo Gym recorded.
+* ng_run from their root serves session state, gymnasium and speed_bench configs (speed_bench with
+  our speed_bench_agent: one model call per user turn) and ng_collect_rollouts scores every row.
 """
 
 from __future__ import annotations
@@ -238,18 +240,32 @@ def test_call_judge_and_judge_failsafe_as_theirs() -> None:
     assert (row["reward"], row["mask_sample"], row["failure_kind"]) == (0.0, True, "judge_failed")
 
 
+SPEED_BENCH_ROWS = [
+    {"responses_create_params": {"input": [{"role": "user", "content": text} for text in turns]},
+     "verifier_metadata": {"src_id": f"t{n}", "num_turns": len(turns)}}
+    for n, turns in enumerate([["Hi."], ["One?", "Two?"], ["A?", "B?", "C?"], ["X."], ["Y.", "Z."]])
+]  # fmt: skip
+"""Rows of speed_bench's data/example.jsonl shape (that file is not vendored: its licence)."""
+
+
 @pytest.mark.parametrize(
     ("server", "agent_name"),
     [
         ("example_session_state_mgmt", "example_session_state_mgmt_environment_server"),
         ("example_multi_turn_gymnasium", "example_multi_turn_gymnasium_agent"),  # our gymnasium_agent
+        ("speed_bench", "speed_bench_simple_agent"),  # our speed_bench_agent
     ],
 )
 def test_ng_run_from_their_root_collects_scored_rollouts(
     tmp_path: Path, server: str, agent_name: str
 ) -> None:
     """Their config + a model config, from NeMo Gym's root: ng_run starts their app.py unchanged
-    and ng_collect_rollouts gets a reward for each of its example rows (an echo model: 0.0)."""
+    and ng_collect_rollouts gets a reward for each of its example rows (an echo model: 0.0;
+    speed_bench's is 0.0 always, and the stub engine has no spec-decode counters)."""
+    rows_path = ROOT / server / "data" / "example.jsonl"
+    if server == "speed_bench":
+        rows_path = tmp_path / "rows.jsonl"
+        rows_path.write_bytes(b"".join(orjson.dumps(row) + b"\n" for row in SPEED_BENCH_ROWS))
     configs = [
         f"resources_servers/{server}/configs/{server}.yaml",
         "responses_api_models/vllm_model/configs/vllm_model.yaml",
@@ -277,7 +293,7 @@ def test_ng_run_from_their_root_collects_scored_rollouts(
                         str(BIN / "ng_collect_rollouts"),
                         f"+agent_name={agent_name}",
                         f"+head_server_url={stack['head_url']}",
-                        f"+input_jsonl_fpath={ROOT / server / 'data' / 'example.jsonl'}",
+                        f"+input_jsonl_fpath={rows_path}",
                         f"+output_jsonl_fpath={tmp_path / 'out.jsonl'}",
                     ],
                     cwd=tmp_path, env=env, capture_output=True, text=True, timeout=180, check=False,
@@ -289,6 +305,9 @@ def test_ng_run_from_their_root_collects_scored_rollouts(
     rows = [orjson.loads(line) for line in (tmp_path / "out.jsonl").read_bytes().splitlines()]
     assert [type(row["reward"]) for row in rows] == [float] * 5
     assert server in log_path.read_text()
+    if server == "speed_bench":  # one model call per user turn, its usage summed for speed_bench
+        assert sorted(len(row["response"]["output"]) for row in rows) == [1, 1, 2, 2, 3]
+        assert all(row["spec_decode_unavailable"] and row["num_generated_tokens"] > 0 for row in rows)
 
 
 def test_their_gymnasium_server_is_served_inside_our_plumbing(tmp_path: Path) -> None:

@@ -35,11 +35,14 @@ __all__ = [
     "NeMoGymResponseCreateParamsNonStreaming",
     "NeMoGymResponseFunctionToolCall",
     "NeMoGymResponseInputItem",
+    "NeMoGymResponseInputTokensDetails",
     "NeMoGymResponseOutputItem",
     "NeMoGymResponseOutputMessage",
     "NeMoGymResponseOutputRefusal",
     "NeMoGymResponseOutputText",
+    "NeMoGymResponseOutputTokensDetails",
     "NeMoGymResponseReasoningItem",
+    "NeMoGymResponseUsage",
     "NeMoGymSummary",
     "PermanentEndpointError",
 ]
@@ -187,6 +190,26 @@ class NeMoGymResponseCreateParamsNonStreaming(_Open):
     stream: Literal[False] | None = None
 
 
+class NeMoGymResponseInputTokensDetails(_Open):
+    cached_tokens: int = 0
+
+
+class NeMoGymResponseOutputTokensDetails(_Open):
+    reasoning_tokens: int = 0
+
+
+class NeMoGymResponseUsage(_Open):
+    """A Response's `usage`, read by attribute as the SDK's `ResponseUsage` is (speed_bench reads
+    `response.usage.output_tokens`, nemo_user_sim `.input_tokens`); the counts a model server
+    leaves out read as 0, details it leaves out as None."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    total_tokens: int = 0
+    input_tokens_details: NeMoGymResponseInputTokensDetails | None = None
+    output_tokens_details: NeMoGymResponseOutputTokensDetails | None = None
+
+
 class NeMoGymResponse(_Open):
     """A Responses API answer; `output_text` joins the text of its assistant messages.
 
@@ -202,7 +225,7 @@ class NeMoGymResponse(_Open):
     parallel_tool_calls: bool = True
     tool_choice: Any = "auto"
     tools: list[dict[str, Any]] = Field(default_factory=list)
-    usage: dict[str, Any] | None = None
+    usage: NeMoGymResponseUsage | None = None
     incomplete_details: dict[str, Any] | None = None
     status: str | None = None
     error: dict[str, Any] | None = None

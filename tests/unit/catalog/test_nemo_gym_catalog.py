@@ -126,6 +126,33 @@ def test_outside_needs_are_named(
     assert reason in classification.needs
 
 
+def test_files_fetched_at_start_and_data_a_script_downloads_are_outside_needs(tmp_path: Path) -> None:
+    # bigcodebench: a helper module pip-installs a requirements file by URL
+    fetched = _server(
+        tmp_path, "fetches", app=APP_HEAD + "from setup_venv import build\n",
+        files={"setup_venv.py": 'URL = "https://raw.example.org/o/r/main/requirements-eval.txt"\n'},
+    )  # fmt: skip
+    assert (
+        "its code fetches raw.example.org/o/r/main/requirements-eval.txt"
+        in classify(read_server(fetched)).needs
+    )
+    # wordle: app.py reads data/guesses.txt, which only its generate_data.py makes (by downloading)
+    unshipped = _server(
+        tmp_path, "unshipped", app=APP_HEAD + 'PATH = Path(__file__).parent / "data" / "guesses.txt"\n',
+        files={"generate_data.py": "import urllib.request\nurllib.request.urlopen(URL)\n",
+               "data/example.jsonl": "{}\n"},
+    )  # fmt: skip
+    needs = classify(read_server(unshipped)).needs
+    assert needs == "outside: data it does not ship (data/guesses.txt: its generate_data.py downloads it)"
+    # the same with the file shipped, and a URL in a docstring only: pure Python
+    shipped = _server(
+        tmp_path, "shipped", app='"""See https://example.org/paper.json"""\n' + APP_HEAD + 'P = "data/words.txt"\n',
+        files={"generate_data.py": "import urllib.request\nurllib.request.urlopen(URL)\n",
+               "data/words.txt": "crane\n"},
+    )  # fmt: skip
+    assert classify(read_server(shipped)).category is Category.PURE
+
+
 def test_a_folder_without_app_is_a_library(tmp_path: Path) -> None:
     # gymnasium, sec_local_index
     assert classify(read_server(_server(tmp_path, "lib", app=None))).category is Category.LIBRARY
