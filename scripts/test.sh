@@ -1,15 +1,15 @@
 #!/usr/bin/env bash
 # The whole test suite, from a fresh clone: install, build the CPU vLLM engine env, lint, test.
 # CI (.ci/run) runs exactly this. Real-engine and browser tests are required here
-# (NG_REQUIRE_ENGINE=1, NG_REQUIRE_BROWSER=1, NG_REQUIRE_RAY=1): a missing engine, browser or Ray
-# fails, never skips.
+# (NG_REQUIRE_ENGINE=1, NG_REQUIRE_BROWSER=1, NG_REQUIRE_RAY=1, NG_REQUIRE_MCP=1): a missing engine,
+# browser, Ray or MCP SDK fails, never skips.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 if [ ! -x .venv/bin/python ]; then
   python3 -m venv .venv
 fi
-.venv/bin/python -m pip install --quiet --disable-pip-version-check -e '.[dev,report-test,ray]' 2>&1 \
+.venv/bin/python -m pip install --quiet --disable-pip-version-check -e '.[dev,report-test,ray,mcp]' 2>&1 \
     | { grep -v 'is ignored: it is neither a file nor a directory' || true; }  # this machine's pip config noise
 bash scripts/build_vllm_cpu_env.sh
 # The report's browser test drives the OS's Chromium (Playwright's own browser download is not used).
@@ -36,7 +36,7 @@ echo "== pytest"
 # starts a stack of its own and only checks that its script runs to the end) run in the second,
 # so that both take about as long. NG_TEST_MARK (a marker expression) narrows both processes
 # (scripts/stress.sh: "engine or ray or integration"). Arguments (paths, -k, -m ...): one process.
-export NG_REQUIRE_ENGINE=1 NG_REQUIRE_BROWSER=1 NG_REQUIRE_RAY=1
+export NG_REQUIRE_ENGINE=1 NG_REQUIRE_BROWSER=1 NG_REQUIRE_RAY=1 NG_REQUIRE_MCP=1
 pytest=(.venv/bin/python -m pytest -p no:cacheprovider)
 set +e
 if [ "$#" -gt 0 ]; then

@@ -1,7 +1,7 @@
 """NeMo Gym keys our config classes accept although they have no field of their own here.
 
 NeMo Gym 0.7.0's config classes define keys for features this project either does differently
-(one uvicorn worker per server, no MCP) or does not have (vLLM's `/v1/completions` path, audio).
+(one uvicorn worker per server, MCP for NeMo Gym's own servers only) or does not have (vLLM's `/v1/completions` path, audio).
 A config written for NeMo Gym must not fail on them as "unknown", and must not be changed
 silently either, so each class lists them in `nemo_gym_keys`:
 

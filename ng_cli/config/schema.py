@@ -131,7 +131,9 @@ class ResourcesServerConfig(ServerConfig):
     """What training on the environment is meant to improve (NeMo Gym's catalogue text)."""
 
     nemo_gym_keys: ClassVar[dict[str, NemoGymKey]] = {
-        "expose_tools_over_mcp": NemoGymKey(False, "tools are served over HTTP only"),
+        "expose_tools_over_mcp": NemoGymKey(
+            False, "our own environments serve tools over HTTP only; NeMo Gym's servers run here can set it"
+        ),
     }
 
 

@@ -5,24 +5,28 @@ the NeMo Gym block as written (our keys checked as for any environment; the rest
 the server's own config class, so a bad key is a ConfigError naming it), and its app is the one
 the NeMo Gym server's `setup_webserver()` builds, started from our plumbing (health, error
 envelope, body limits, our `ng_session` cookie) instead of a bare FastAPI app; a server that
-builds its own `FastAPI()` anyway is served inside that plumbing.
+builds its own `FastAPI()` anyway is served inside that plumbing. A server whose block sets
+`expose_tools_over_mcp` also serves its tools on `/mcp` (`api.mcp_auto_exposure`, the `mcp` extra).
 """
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from typing import Any, ClassVar
 from urllib.parse import urlsplit
 
 from fastapi import FastAPI, Request
-from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, ValidationError, field_validator, model_validator
 from pydantic_core import InitErrorDetails
 from pydantic_core import ValidationError as CoreValidationError
 
 from ng_cli.config.schema import ResourcesServerConfig
+from ng_cli.errors import ConfigError
 from ng_cli.nemo_gym_compat.api.global_config import HEAD_SERVER_KEY_NAME, set_global_config_dict
 from ng_cli.nemo_gym_compat.api.server_utils import ServerClient, SimpleServer, close_client_session
+from ng_cli.nemo_gym_compat.mcp_extra import install_hint, mcp_problem
 from ng_cli.servers.app import install_error_handlers
 from ng_cli.servers.resources import ResourcesServer
 from ng_cli.servers.session import SESSION_COOKIE
@@ -40,8 +44,19 @@ class NemoGymResourcesConfig(ResourcesServerConfig):
 
     domain: str | None = None  # type: ignore[assignment]
     """NeMo Gym's domain names (a superset of ours); the server's own config class checks it."""
+    expose_tools_over_mcp: bool = False
+    """Serve the server's `POST /<tool>` routes as MCP tools on `/mcp` too, as NeMo Gym does (for
+    MCP-native agents); needs the `mcp` extra."""
 
     nemo_gym_config_class: ClassVar[type[BaseModel]] = BaseModel
+
+    @field_validator("expose_tools_over_mcp")
+    @classmethod
+    def _mcp_installed(cls, value: bool) -> bool:
+        problem = mcp_problem() if value else None
+        if problem is not None:
+            raise ValueError(f"NeMo Gym's MCP exposure is asked for, but {problem}; {install_hint()}")
+        return value
 
     @model_validator(mode="wrap")
     @classmethod
@@ -122,9 +137,24 @@ class NemoGymResourcesServer(ResourcesServer[NemoGymResourcesConfig]):
         self.inner._ng_app_factory = plumbing
         self.inner._ng_session_of = self.rollout_session_id
         app = self.inner.setup_webserver()
+        if self.config.expose_tools_over_mcp:
+            self._expose_tools_over_mcp(app)
         if getattr(app.state, "server", None) is self:
             return app
         return self._served_inside(app, plumbing())
+
+    def _expose_tools_over_mcp(self, app: FastAPI) -> None:
+        """NeMo Gym's MCP exposure on the app its `setup_webserver()` built, as its `run_webserver`
+        does; a setup it refuses is a config error naming the key and the route."""
+        from ng_cli.nemo_gym_compat.api.mcp_auto_exposure import install_auto_exposure
+
+        try:
+            install_auto_exposure(self.inner, app, token_secret=secrets.token_hex(32))
+        except ValueError as error:
+            raise ConfigError(
+                f"{self.name}.expose_tools_over_mcp: {error}",
+                hint="set expose_tools_over_mcp: false to serve the tools over HTTP only",
+            ) from None
 
     def _served_inside(self, theirs: FastAPI, ours: FastAPI) -> FastAPI:
         """An app the server built itself (`FastAPI()`, as NeMo Gym's `GymnasiumServer` does), served

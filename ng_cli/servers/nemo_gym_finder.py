@@ -31,6 +31,7 @@ STAND_INS = frozenset(
         "failure_kinds",
         "global_config",
         "judge",
+        "mcp_auto_exposure",
         "openai_utils",
         "prompt",
         "reward_profile",

@@ -99,7 +99,7 @@ def test_stateful_server_keeps_state_across_a_rollout(tmp_path: Path, same_secre
 
 def test_their_own_tests_pass_under_ng_test() -> None:
     result = run_suite(COUNTER, pytest_args=["-q", "-p", "no:cacheprovider"], capture=True)
-    assert result.passed, "\n".join(result.output_tail)
+    assert result.exit_code == 0, "\n".join(result.output_tail)  # not 5: their test ran (pytest.ini)
 
 
 class StubJudge:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from abc import abstractmethod
 from enum import StrEnum
-from typing import Any, ClassVar, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
 from fastapi import FastAPI
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, field_validator
@@ -24,12 +24,26 @@ from ng_cli.nemo_gym_compat.api.config_types import (
 from ng_cli.nemo_gym_compat.api.episode_types import EpisodeId, TaskId
 from ng_cli.nemo_gym_compat.api.failure_kinds import validate_failure_kind
 from ng_cli.nemo_gym_compat.api.judge import judge_failsafe
+from ng_cli.nemo_gym_compat.api.mcp_access import (
+    MCP_TOKEN_SALT,
+    NEMO_GYM_MCP_METADATA_KEY,
+    NEMO_GYM_MCP_SESSION_TOKEN_HEADER,
+    RESERVED_MCP_TOOL_NAMES,
+    MCPServerMetadata,
+    normalize_tool_name,
+)
 from ng_cli.nemo_gym_compat.api.openai_utils import NeMoGymResponse, NeMoGymResponseCreateParamsNonStreaming
 from ng_cli.nemo_gym_compat.api.reward_profile import AggregateMetricsMixin, compute_aggregate_metrics
 from ng_cli.nemo_gym_compat.api.rollout_correlation import RolloutContextMiddleware
 from ng_cli.nemo_gym_compat.api.server_utils import BaseServer, SimpleServer
 
+if TYPE_CHECKING:  # the module needs the optional `mcp` package; imported only by a server that opts in
+    from ng_cli.nemo_gym_compat.api.mcp_auto_exposure import CatchAll, MCPTool
+
 __all__ = [
+    "NEMO_GYM_MCP_METADATA_KEY",
+    "NEMO_GYM_MCP_SESSION_TOKEN_HEADER",
+    "RESERVED_MCP_TOOL_NAMES",
     "BaseMultiRewardVerifyResponse",
     "BaseResourcesServer",
     "BaseResourcesServerConfig",
@@ -38,6 +52,7 @@ __all__ = [
     "BaseSeedSessionResponse",
     "BaseVerifyRequest",
     "BaseVerifyResponse",
+    "MCPServerMetadata",
     "ResourcesCloseSessionRequest",
     "ResourcesCloseSessionResponse",
     "ResourcesSeedSessionRequest",
@@ -45,7 +60,10 @@ __all__ = [
     "ResourcesVerifyRequest",
     "ReverifyMode",
     "SimpleResourcesServer",
+    "normalize_tool_name",
 ]
+
+_MCP_TOKEN_SALT = MCP_TOKEN_SALT
 
 
 class ReverifyMode(StrEnum):
@@ -112,7 +130,7 @@ class ResourcesSeedSessionResponse(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     resources_session_id: str
-    resources_tools: dict[str, Any] | None = None
+    resources_tools: MCPServerMetadata | None = None
     sandbox_access: dict[str, Any] | None = None
 
 
@@ -156,8 +174,28 @@ class SimpleResourcesServer(BaseResourcesServer, AggregateMetricsMixin, SimpleSe
         app.get("/reverify_mode")(self.get_reverify_mode)
         return app
 
-    async def seed_session(self, body: BaseSeedSessionRequest) -> BaseSeedSessionResponse:
+    async def seed_session(
+        self, body: ResourcesSeedSessionRequest | BaseSeedSessionRequest
+    ) -> ResourcesSeedSessionResponse | BaseSeedSessionResponse:
+        """No state by default; a typed seed (NeMo Gym's environment servers) gets its id back."""
+        if isinstance(body, ResourcesSeedSessionRequest):
+            return ResourcesSeedSessionResponse(resources_session_id=body.resources_session_id)
         return BaseSeedSessionResponse()
+
+    def normalize_tool_name(self, name: str) -> str:
+        """This server's MCP namespace taken off a tool-call name, before /verify reads it."""
+        return normalize_tool_name(name, self.config.name or type(self).__name__)
+
+    def mcp_tools(self, harvested: list[MCPTool], catchall: CatchAll | None) -> list[MCPTool] | None:
+        """The tools `expose_tools_over_mcp` serves: by default every typed `POST /<tool>` route.
+        A server may filter them, add tools served by its catch-all route
+        (`harvested + [catchall.tool(name, schema, description)]`), or return None for none."""
+        return harvested
+
+    def mcp_allowed_tools_for_session(self, seed_body: dict[str, Any]) -> list[str] | None:
+        """The tools one rollout's token may list and call (None: all); `seed_body` is the
+        /seed_session body (an environment server's: its `task_data`)."""
+        return None
 
     async def close_resources_session(
         self, body: ResourcesCloseSessionRequest
