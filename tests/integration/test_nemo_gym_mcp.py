@@ -19,11 +19,9 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import signal
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +33,7 @@ from ng_cli.servers.spec import ServerSpec, listed_urls, write_spec
 from ng_cli.servers.testing import assistant_message, function_call, serve_in_child
 from tests.fixtures.caps import HANG_CAP_S
 from tests.fixtures.mcp_required import require_mcp
+from tests.fixtures.stack_process import StackProcess, console_script
 
 pytestmark = pytest.mark.integration
 require_mcp()
@@ -226,33 +225,25 @@ async def _through_the_stack(url: str) -> list[str]:
 
 
 def test_ng_run_from_their_root_starts_the_server_alone(tmp_path: Path, empty_env_yaml: Path) -> None:
-    ready, log_path = tmp_path / "ready.json", tmp_path / "ng_run.log"
-    with log_path.open("w") as log:
-        run = subprocess.Popen(
-            [
-                str(Path(sys.executable).parent / "ng_run"),
-                f"+config_paths=[{CONFIG}]",
-                "~example_mcp_weather_claude_code_agent",
-                "~example_mcp_weather_environment_server",
-                "++head_server.port=0",
-                f"+ready_file={ready}",
-            ],
-            cwd=NEMO_GYM_ROOT, env={**os.environ, "NG_ENV_YAML": str(empty_env_yaml)},
-            stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-        )  # fmt: skip
-        try:
-            deadline = time.monotonic() + HANG_CAP_S
-            while not ready.exists():
-                assert run.poll() is None, log_path.read_text()
-                assert time.monotonic() < deadline, log_path.read_text()
-                time.sleep(0.05)
-            head_url = json.loads(ready.read_text())["head_url"]
-            servers = listed_urls(httpx.get(f"{head_url}/servers", timeout=30).json())
-            assert sorted(servers) == ["example_mcp_weather"]
-            tools = asyncio.run(_through_the_stack(servers["example_mcp_weather"]))
-        finally:
-            run.send_signal(signal.SIGTERM)
-            run.wait(timeout=HANG_CAP_S)
+    ready = tmp_path / "ready.json"
+    stack = StackProcess.start(
+        [
+            str(console_script("ng_run")),
+            f"+config_paths=[{CONFIG}]",
+            "~example_mcp_weather_claude_code_agent",
+            "~example_mcp_weather_environment_server",
+            "++head_server.port=0",
+            f"+ready_file={ready}",
+        ],
+        env={**os.environ, "NG_ENV_YAML": str(empty_env_yaml)}, cwd=NEMO_GYM_ROOT, ready_file=ready,
+        log_path=tmp_path / "ng_run.log", timeout_s=HANG_CAP_S,
+    )  # fmt: skip
+    try:
+        servers = listed_urls(httpx.get(f"{stack.head_url}/servers", timeout=30).json())
+        assert sorted(servers) == ["example_mcp_weather"]
+        tools = asyncio.run(_through_the_stack(servers["example_mcp_weather"]))
+    finally:
+        assert stack.stop() == []
     assert tools == ["get_weather"]
 
 

@@ -15,13 +15,10 @@
 
 from __future__ import annotations
 
-import json
 import os
 import re
-import signal
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -47,6 +44,7 @@ from ng_cli.servers.testing import (
 from responses_api_agents.gymnasium_agent.app import GymnasiumAgent
 from responses_api_agents.simple_agent.app import SimpleAgent
 from tests.fixtures.caps import HANG_CAP_S
+from tests.fixtures.stack_process import StackProcess
 from tests.fixtures.stub_vllm import StubProcess
 
 pytestmark = pytest.mark.integration
@@ -276,31 +274,23 @@ def test_ng_run_from_their_root_collects_scored_rollouts(
         )
         env = {**os.environ, "NG_ENV_YAML": str(tmp_path / "env.yaml")}
         ready, log_path = tmp_path / "ready.json", tmp_path / "ng_run.log"
-        with log_path.open("w") as log:
-            run = subprocess.Popen(
-                [str(BIN / "ng_run"), "+config_paths=[" + ",".join(configs) + "]", "++head_server.port=0", f"+ready_file={ready}"],
-                cwd=NEMO_GYM_ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+        stack = StackProcess.start(
+            [str(BIN / "ng_run"), "+config_paths=[" + ",".join(configs) + "]", "++head_server.port=0", f"+ready_file={ready}"],
+            env=env, cwd=NEMO_GYM_ROOT, ready_file=ready, log_path=log_path, timeout_s=HANG_CAP_S,
+        )  # fmt: skip
+        try:
+            collect = subprocess.run(
+                [
+                    str(BIN / "ng_collect_rollouts"),
+                    f"+agent_name={agent_name}",
+                    f"+head_server_url={stack.head_url}",
+                    f"+input_jsonl_fpath={rows_path}",
+                    f"+output_jsonl_fpath={tmp_path / 'out.jsonl'}",
+                ],
+                cwd=tmp_path, env=env, capture_output=True, text=True, timeout=180, check=False,
             )  # fmt: skip
-            try:
-                deadline = time.monotonic() + HANG_CAP_S
-                while not ready.exists():
-                    assert run.poll() is None, log_path.read_text()
-                    assert time.monotonic() < deadline, log_path.read_text()
-                    time.sleep(0.05)
-                stack = json.loads(ready.read_text())
-                collect = subprocess.run(
-                    [
-                        str(BIN / "ng_collect_rollouts"),
-                        f"+agent_name={agent_name}",
-                        f"+head_server_url={stack['head_url']}",
-                        f"+input_jsonl_fpath={rows_path}",
-                        f"+output_jsonl_fpath={tmp_path / 'out.jsonl'}",
-                    ],
-                    cwd=tmp_path, env=env, capture_output=True, text=True, timeout=180, check=False,
-                )  # fmt: skip
-            finally:
-                run.send_signal(signal.SIGTERM)
-                run.wait(timeout=HANG_CAP_S)
+        finally:
+            stack.stop()
     assert collect.returncode == 0, collect.stderr + log_path.read_text()
     rows = [orjson.loads(line) for line in (tmp_path / "out.jsonl").read_bytes().splitlines()]
     assert [type(row["reward"]) for row in rows] == [float] * 5

@@ -17,10 +17,10 @@ from typing import Any
 import orjson
 import pytest
 
-from ng_cli.config.schema import validate_block
 from ng_cli.servers.loading import load_server_class
 from ng_cli.servers.spec import ServerAddress
 from ng_cli.servers.testing import function_call, serve_in_thread, serve_rollout_stack
+from tests.fixtures.served_model import STUB_MODEL, VLLM_MODEL_APP, serve_model_server
 from tests.fixtures.structured_answers import answer, instance
 from tests.fixtures.stub_vllm import StubVllm
 
@@ -83,13 +83,11 @@ def test_v1_responses_is_the_models_response() -> None:
 
 @contextmanager
 def _served_over_vllm_model(stub: StubVllm) -> Iterator[str]:
-    model_class = load_server_class(REPO / "responses_api_models" / "vllm_model" / "app.py")
     with ExitStack() as stack:
         stub_url = stack.enter_context(serve_in_thread(stub.build_app()))
-        block = {"base_url": f"{stub_url}/v1", "api_key": "stub-key", "model": "stub-model",
-                 "return_token_id_information": False, "uses_reasoning_parser": False}  # fmt: skip
-        model = model_class(validate_block(model_class.config_class, block=block), name="policy_model")
-        model_url = stack.enter_context(serve_in_thread(model.build_app()))
+        model_url = stack.enter_context(
+            serve_model_server(VLLM_MODEL_APP, {**STUB_MODEL, "base_url": f"{stub_url}/v1"})
+        )
         env = Environment(Environment.validate_config({}, instance="so"), name="so")
         env_url = stack.enter_context(serve_in_thread(env.build_app()))
         servers = {

@@ -30,6 +30,7 @@ from ng_cli.servers.app import JSONResponse, build_app, read_json_object
 from ng_cli.servers.loading import load_server_class
 from ng_cli.servers.spec import ServerAddress
 from ng_cli.servers.testing import ScriptedModel, assistant_message, serve_in_thread
+from tests.fixtures.served_model import STUB_MODEL, VLLM_MODEL_APP, serve_model_server
 from tests.fixtures.stub_vllm import StubVllm
 
 pytestmark = pytest.mark.integration
@@ -226,13 +227,11 @@ async def test_stream_relays_every_turns_events_one_call_after_the_other() -> No
     """With `stream: true` (our vllm_model over the stub vLLM, which streams): each turn's items
     come after the previous turns' and the final event has them all, as without streaming."""
     stub = StubVllm()
-    model_class = load_server_class(REPO / "responses_api_models" / "vllm_model" / "app.py")
     with ExitStack() as stack:
         stub_url = stack.enter_context(serve_in_thread(stub.build_app()))
-        block = {"base_url": f"{stub_url}/v1", "api_key": "stub-key", "model": "stub-model",
-                 "return_token_id_information": False, "uses_reasoning_parser": False}  # fmt: skip
-        model = model_class(validate_block(model_class.config_class, block=block), name="policy_model")
-        model_url = stack.enter_context(serve_in_thread(model.build_app()))
+        model_url = stack.enter_context(
+            serve_model_server(VLLM_MODEL_APP, {**STUB_MODEL, "base_url": f"{stub_url}/v1"})
+        )
         servers = {
             "env": ServerAddress(
                 server_type="resources_servers", implementation="x", url="http://127.0.0.1:9"
