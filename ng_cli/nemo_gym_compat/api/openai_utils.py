@@ -35,11 +35,14 @@ __all__ = [
     "NeMoGymResponseCreateParamsNonStreaming",
     "NeMoGymResponseFunctionToolCall",
     "NeMoGymResponseInputItem",
+    "NeMoGymResponseInputTokensDetails",
     "NeMoGymResponseOutputItem",
     "NeMoGymResponseOutputMessage",
     "NeMoGymResponseOutputRefusal",
     "NeMoGymResponseOutputText",
+    "NeMoGymResponseOutputTokensDetails",
     "NeMoGymResponseReasoningItem",
+    "NeMoGymResponseUsage",
     "NeMoGymSummary",
     "PermanentEndpointError",
 ]
@@ -187,6 +190,39 @@ class NeMoGymResponseCreateParamsNonStreaming(_Open):
     stream: Literal[False] | None = None
 
 
+class _IncompleteDetails(_Open):
+    """The SDK's `Response.incomplete_details`: servers read `.reason` (`max_output_tokens`: a
+    truncated answer, which arena and indirect_prompt_injection score 0)."""
+
+    reason: str | None = None
+
+
+class NeMoGymResponseInputTokensDetails(_Open):
+    cached_tokens: int | None = None
+
+
+class NeMoGymResponseOutputTokensDetails(_Open):
+    reasoning_tokens: int | None = None
+
+
+class NeMoGymResponseUsage(_Open):
+    """NeMo Gym's `ResponseUsage`, read by attribute (speed_bench: `usage.output_tokens`); a count
+    a model server left out is None, not a made-up 0 (NeMo Gym requires the three totals)."""
+
+    input_tokens: int | None = None
+    input_tokens_details: NeMoGymResponseInputTokensDetails | None = None
+    output_tokens: int | None = None
+    output_tokens_details: NeMoGymResponseOutputTokensDetails | None = None
+    total_tokens: int | None = None
+
+
+class _ResponseError(_Open):
+    """The SDK's `ResponseError` (`code`, `message`)."""
+
+    code: str | None = None
+    message: str | None = None
+
+
 class NeMoGymResponse(_Open):
     """A Responses API answer; `output_text` joins the text of its assistant messages.
 
@@ -202,10 +238,10 @@ class NeMoGymResponse(_Open):
     parallel_tool_calls: bool = True
     tool_choice: Any = "auto"
     tools: list[dict[str, Any]] = Field(default_factory=list)
-    usage: dict[str, Any] | None = None
-    incomplete_details: dict[str, Any] | None = None
+    usage: NeMoGymResponseUsage | None = None
+    incomplete_details: _IncompleteDetails | None = None
     status: str | None = None
-    error: dict[str, Any] | None = None
+    error: _ResponseError | None = None
     """The SDK's `Response.error` (None unless the model server failed the response):
     structured_outputs reads it to tell an API error from a wrong answer."""
 
