@@ -37,6 +37,7 @@ STAND_INS = frozenset(
         "rollout_collection",
         "rollout_correlation",
         "server_utils",
+        "task_data",
         "testing",
         "testing.session_conformance",
         "verifier_fixture",
