@@ -59,6 +59,8 @@ def main() -> None:
     )  # fmt: skip
     args = parser.parse_args()
     root = args.root.resolve()
+    output = args.output.resolve()  # before the chdir below: never written into NeMo Gym's tree
+    seed = args.seed.resolve() if args.seed else None
     scratch = None
     if args.install_requirements is not None:
         from _nemo_gym_envs import Scratch
@@ -66,8 +68,8 @@ def main() -> None:
         scratch = Scratch(args.install_requirements.resolve(), root)
     os.chdir(root)
     found: dict[str, dict[str, Any]] = {}
-    if args.seed and args.seed.exists():
-        found.update(json.loads(args.seed.read_text()))
+    if seed and seed.exists():
+        found.update(json.loads(seed.read_text()))
     for folder in sorted(p for p in (root / "resources_servers").iterdir() if p.is_dir()):
         category = classify(folder)["category"]
         if category not in args.categories or not has_tests(folder) or folder.name in found:
@@ -77,8 +79,8 @@ def main() -> None:
         found[folder.name] = _run(folder, category, scratch, args.timeout_s)
         print(f"{folder.name:45s} {category:13s} {found[folder.name]['status']}  "
               f"{found[folder.name]['summary'][:100]}", flush=True)  # fmt: skip
-        _write(args.output, found)
-    _write(args.output, found)
+        _write(output, found)
+    _write(output, found)
     for key in ("category", "catalog"):  # the harness's reading, then docs/compat.md's table's
         counts = Counter((v[key], v["status"] == "passed") for v in found.values())
         for category in sorted({c for c, _ in counts}):
