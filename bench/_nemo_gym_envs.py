@@ -28,6 +28,7 @@ import sys
 import tomllib
 from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import Any
 
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
@@ -98,13 +99,13 @@ def nemo_gym_distributions(root: Path, cache: Path) -> set[str]:
     return {canonicalize_name(item["metadata"]["name"]) for item in found["install"]}
 
 
-def imported_modules(folder: Path) -> set[str]:
-    """Top-level names the folder's own code imports (tests left out), less the standard library,
-    the folder's own modules and NeMo Gym's packages."""
+def imported_modules(folder: Path, *, with_tests: bool = False) -> set[str]:
+    """Top-level names the folder's own code imports (its tests too with `with_tests`), less the
+    standard library, the folder's own modules and NeMo Gym's packages."""
     own = {p.stem for p in folder.rglob("*.py")} | {p.name for p in folder.rglob("*") if p.is_dir()}
     names: set[str] = set()
     for path in folder.rglob("*.py"):
-        if "tests" in path.relative_to(folder).parts or ".venv" in path.parts:
+        if (not with_tests and "tests" in path.relative_to(folder).parts) or ".venv" in path.parts:
             continue
         try:
             tree = ast.parse(path.read_text(errors="replace"))
@@ -159,13 +160,30 @@ class Scratch:
         self.base = make_env(folder / NEMO_GYM_LAYER, own_layers())
         self.nemo_gym = nemo_gym_distributions(nemo_gym_root, folder)
 
-    def unlisted(self, name: str, python: Path) -> tuple[list[str], list[str]]:
-        """What the server imports and `python` (its environment, requirements installed) still
-        lacks: (distributions NeMo Gym brings, import names nothing provides)."""
+    def unlisted(self, name: str, python: Path, *, with_tests: bool = False) -> tuple[list[str], list[str]]:
+        """What the server (and its tests, `with_tests`) imports and `python` (its environment,
+        requirements installed) still lacks: (distributions NeMo Gym brings, import names nothing
+        provides)."""
         folder = self.root / "resources_servers" / name
-        absent = missing_modules(python, imported_modules(folder), self.env)
+        absent = missing_modules(python, imported_modules(folder, with_tests=with_tests), self.env)
         ours = sorted({distribution_of(m) for m in absent if distribution_of(m) in self.nemo_gym})
         return ours, sorted(m for m in absent if distribution_of(m) not in self.nemo_gym)
+
+    def prepare(self, name: str, *, with_tests: bool = False) -> tuple[Path, dict[str, Any]]:
+        """The interpreter to run server `name` with (its requirements.txt installed, and what it
+        (and its tests, `with_tests`) imports unlisted that NeMo Gym brings added to the shared
+        layer: a NeMo Gym user has them), and what was done:
+        {"requirements": "installed" | "met", "unlisted_nemo_gym_deps", "unlisted_other"}.
+        Raises NgError when pip fails."""
+        python, outcome = self.server_env(name)
+        found, other = self.unlisted(name, python, with_tests=with_tests)
+        self.add_nemo_gym_packages(found)  # the shared layer: seen by every environment
+        notes = {
+            "requirements": "installed" if outcome.installed else "met",
+            "unlisted_nemo_gym_deps": found,
+            "unlisted_other": other,
+        }
+        return python, notes
 
     def add_nemo_gym_packages(self, distributions: Iterable[str]) -> None:
         """Install NeMo Gym's own dependencies into the shared layer, through ng_run's step (ng_cli's

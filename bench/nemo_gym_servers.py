@@ -362,18 +362,11 @@ def _run_all(root: Path, names: list[str], args: argparse.Namespace) -> Iterator
     notes: dict[str, dict[str, Any]] = {}
     for name in names:
         try:
-            python, outcome = scratch.server_env(name)
-            found, other = scratch.unlisted(name, python)
-            scratch.add_nemo_gym_packages(found)  # the shared layer: seen by every environment
+            python, notes[name] = scratch.prepare(name)
         except NgError as error:
             reason = f"requirements.txt not installed: {' | '.join(str(error).splitlines()[:2])[:400]}"
             yield name, {**_failed(root, name, reason), "requirements": "failed"}
             continue
-        notes[name] = {
-            "requirements": "installed" if outcome.installed else "met",
-            "unlisted_nemo_gym_deps": found,
-            "unlisted_other": other,
-        }
         if python == scratch.base:
             shared.append(name)
             continue

@@ -37,6 +37,8 @@ __all__ = [
 EXAMPLE_DATA = Path("data") / "example.jsonl"
 NO_TESTS_COLLECTED = 5
 """pytest's exit code when a folder has test files but no test in them."""
+TIMED_OUT = 124
+"""`run_suite`'s exit code for a run stopped at its `timeout_s` (as `timeout(1)` reports it)."""
 _MAX_LISTED_PROBLEMS = 20
 
 
@@ -59,6 +61,8 @@ class SuiteResult:
             return "passed"
         if self.exit_code == NO_TESTS_COLLECTED:
             return "no tests collected"
+        if self.exit_code == TIMED_OUT:
+            return "timed out"
         return f"failed (pytest exit code {self.exit_code})"
 
 
@@ -111,15 +115,24 @@ def find_server_folders(root: Path, *, with_tests_only: bool = True) -> list[Pat
     return [folder for folder in folders if has_tests(folder)] if with_tests_only else folders
 
 
-def run_suite(folder: Path, *, pytest_args: Sequence[str] = (), capture: bool = False) -> SuiteResult:
-    """Run pytest on `folder` with this Python; output goes to our stdout unless `capture`."""
-    if importlib.util.find_spec("pytest") is None:
+def run_suite(
+    folder: Path,
+    *,
+    pytest_args: Sequence[str] = (),
+    capture: bool = False,
+    python: str | None = None,
+    timeout_s: float | None = None,
+) -> SuiteResult:
+    """Run pytest on `folder` with this Python (or `python`: a server's own environment, as the
+    NeMo Gym harness builds them); output goes to our stdout unless `capture`. A run past
+    `timeout_s` is stopped and reported with exit code `TIMED_OUT`."""
+    if python is None and importlib.util.find_spec("pytest") is None:
         raise LaunchError(
             f"ng_test runs pytest with {sys.executable}, which does not have it",
             hint="install the dev extra: pip install -e '.[dev]' (scripts/test.sh does)",
         )
     plugins = _plugins(folder)
-    command = [sys.executable, "-m", "pytest", *plugins, str(folder), *pytest_args]
+    command = [python or sys.executable, "-m", "pytest", *plugins, str(folder), *pytest_args]
     project = folder.resolve().parents[1]  # the root that holds <server_type>/<name>: ours, or the cwd
     env = None
     if plugins:  # NeMo Gym runs a server's tests in its folder (`cd <folder> && pytest`)
@@ -129,11 +142,24 @@ def run_suite(folder: Path, *, pytest_args: Sequence[str] = (), capture: bool = 
     if not capture:
         code = subprocess.run(command, cwd=project, env=env, check=False).returncode
         return SuiteResult(folder, code, time.monotonic() - started)
-    completed = subprocess.run(
-        command, cwd=project, env=env, check=False, stdin=subprocess.DEVNULL, capture_output=True, text=True
-    )
+    try:
+        completed = subprocess.run(
+            command, cwd=project, env=env, check=False, stdin=subprocess.DEVNULL, capture_output=True,
+            text=True, timeout=timeout_s,
+        )  # fmt: skip
+    except subprocess.TimeoutExpired as expired:
+        output = _text(expired.stdout) + _text(expired.stderr)
+        tail = deque([*output.splitlines(), f"stopped after {timeout_s:.0f} s"], maxlen=40)
+        return SuiteResult(folder, TIMED_OUT, time.monotonic() - started, tuple(tail))
     tail = deque((completed.stdout + completed.stderr).splitlines(), maxlen=40)
     return SuiteResult(folder, completed.returncode, time.monotonic() - started, tuple(tail))
+
+
+def _text(output: str | bytes | None) -> str:
+    """What a timed-out run had written (bytes on some platforms even with `text=True`)."""
+    if isinstance(output, bytes):
+        return output.decode(errors="replace")
+    return output or ""
 
 
 def _plugins(folder: Path) -> list[str]:

@@ -38,11 +38,16 @@ STAND_INS = frozenset(
         "rollout_collection",
         "rollout_correlation",
         "server_utils",
+        "task_data",
+        "testing",
+        "testing.session_conformance",
         "verifier_fixture",
     }
 )
 """The NeMo Gym modules we stand in for; any other `nemo_gym.X` is "No module named" (a clear
 reason in a report: that server needs a part of NeMo Gym we do not offer, such as its sandbox)."""
+_PACKAGES = frozenset({"testing"})
+"""Stand-ins that are packages (their submodules are stand-ins too)."""
 
 
 class _AliasLoader(importlib.abc.Loader):
@@ -69,7 +74,9 @@ class NemoGymFinder(importlib.abc.MetaPathFinder):
         head, _, rest = fullname.partition(".")
         if head != PACKAGE or rest not in STAND_INS:
             return None
-        return importlib.machinery.ModuleSpec(fullname, _AliasLoader(f"{_API}.{rest}"))
+        stand_in = f"{_API}.{rest}"
+        is_package = rest in _PACKAGES
+        return importlib.machinery.ModuleSpec(fullname, _AliasLoader(stand_in), is_package=is_package)
 
 
 _FINDER = NemoGymFinder()

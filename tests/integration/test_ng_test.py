@@ -5,11 +5,13 @@ The tree is written per test (never under tests/, so the main run cannot collect
 
 from __future__ import annotations
 
+import sys
 import textwrap
 from pathlib import Path
 
 import pytest
 
+from ng_cli.launcher.server_tests import TIMED_OUT, run_suite
 from tests.fixtures.stack.harness import run_script
 
 pytestmark = pytest.mark.integration
@@ -109,3 +111,35 @@ def test_ng_test_all_passes_when_every_suite_passes(repo: Path) -> None:
 
     assert result.returncode == 0, result.stdout
     assert "failed" not in result.stdout
+
+
+def test_a_suite_runs_with_the_interpreter_it_is_given(repo: Path, tmp_path: Path) -> None:
+    """The NeMo Gym harness runs a server's tests in the server's own environment."""
+    marker = tmp_path / "used"
+    python = tmp_path / "python"
+    write(
+        python,
+        f"""
+        #!/bin/sh
+        echo "$@" > {marker}
+        exec {sys.executable} "$@"
+    """,
+    )
+    python.chmod(0o755)
+
+    result = run_suite(repo / "resources_servers/good_env", capture=True, python=str(python))
+
+    assert result.status == "passed", result.output_tail
+    assert marker.read_text().startswith("-m pytest ")
+
+
+def test_a_suite_past_its_time_limit_is_stopped_and_says_so(repo: Path) -> None:
+    write(
+        repo / "resources_servers/stuck_env/tests/test_stuck.py",
+        "import threading\n\ndef test_waits_forever():\n    threading.Event().wait()\n",
+    )
+
+    result = run_suite(repo / "resources_servers/stuck_env", capture=True, timeout_s=5)
+
+    assert (result.exit_code, result.status, result.passed) == (TIMED_OUT, "timed out", False)
+    assert result.output_tail[-1] == "stopped after 5 s"

@@ -177,7 +177,8 @@ class SimpleResourcesServer(BaseResourcesServer, AggregateMetricsMixin, SimpleSe
     async def seed_session(
         self, body: ResourcesSeedSessionRequest | BaseSeedSessionRequest
     ) -> ResourcesSeedSessionResponse | BaseSeedSessionResponse:
-        """No state by default; a typed seed (NeMo Gym's environment servers) gets its id back."""
+        """Keeps no state. An Environment Server's seed (`ResourcesSeedSessionRequest`) gets its
+        `resources_session_id` back, an agent's legacy seed an empty answer (NeMo Gym's default)."""
         if isinstance(body, ResourcesSeedSessionRequest):
             return ResourcesSeedSessionResponse(resources_session_id=body.resources_session_id)
         return BaseSeedSessionResponse()

@@ -190,24 +190,37 @@ class NeMoGymResponseCreateParamsNonStreaming(_Open):
     stream: Literal[False] | None = None
 
 
+class _IncompleteDetails(_Open):
+    """The SDK's `Response.incomplete_details`: servers read `.reason` (`max_output_tokens`: a
+    truncated answer, which arena and indirect_prompt_injection score 0)."""
+
+    reason: str | None = None
+
+
 class NeMoGymResponseInputTokensDetails(_Open):
-    cached_tokens: int = 0
+    cached_tokens: int | None = None
 
 
 class NeMoGymResponseOutputTokensDetails(_Open):
-    reasoning_tokens: int = 0
+    reasoning_tokens: int | None = None
 
 
 class NeMoGymResponseUsage(_Open):
-    """A Response's `usage`, read by attribute as the SDK's `ResponseUsage` is (speed_bench reads
-    `response.usage.output_tokens`, nemo_user_sim `.input_tokens`); the counts a model server
-    leaves out read as 0, details it leaves out as None."""
+    """NeMo Gym's `ResponseUsage`, read by attribute (speed_bench: `usage.output_tokens`); a count
+    a model server left out is None, not a made-up 0 (NeMo Gym requires the three totals)."""
 
-    input_tokens: int = 0
-    output_tokens: int = 0
-    total_tokens: int = 0
+    input_tokens: int | None = None
     input_tokens_details: NeMoGymResponseInputTokensDetails | None = None
+    output_tokens: int | None = None
     output_tokens_details: NeMoGymResponseOutputTokensDetails | None = None
+    total_tokens: int | None = None
+
+
+class _ResponseError(_Open):
+    """The SDK's `ResponseError` (`code`, `message`)."""
+
+    code: str | None = None
+    message: str | None = None
 
 
 class NeMoGymResponse(_Open):
@@ -226,9 +239,9 @@ class NeMoGymResponse(_Open):
     tool_choice: Any = "auto"
     tools: list[dict[str, Any]] = Field(default_factory=list)
     usage: NeMoGymResponseUsage | None = None
-    incomplete_details: dict[str, Any] | None = None
+    incomplete_details: _IncompleteDetails | None = None
     status: str | None = None
-    error: dict[str, Any] | None = None
+    error: _ResponseError | None = None
     """The SDK's `Response.error` (None unless the model server failed the response):
     structured_outputs reads it to tell an API error from a wrong answer."""
 

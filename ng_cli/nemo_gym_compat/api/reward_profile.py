@@ -5,6 +5,8 @@
 headline numbers come from them. `compute_aggregate_metrics` (the `/aggregate_metrics` route) is
 smaller than NeMo Gym's: mean/min/max of the reward over unmasked rows, plus the server's own
 `compute_metrics`; the collector's metrics (`ng_cli.rollouts`) are the run's record here.
+`RewardProfiler` has NeMo Gym's per-rollout record (`rollout_info_from_result`) only: its
+DataFrame profile of a whole run (pandas, wandb histograms) is the collector's job here.
 """
 
 from __future__ import annotations
@@ -16,10 +18,11 @@ from collections.abc import Callable
 from typing import Any
 
 from ng_cli.nemo_gym_compat.api.config_types import AggregateMetrics
-from ng_cli.nemo_gym_compat.api.global_config import TASK_INDEX_KEY_NAME
+from ng_cli.nemo_gym_compat.api.global_config import ROLLOUT_INDEX_KEY_NAME, TASK_INDEX_KEY_NAME
 
 __all__ = [
     "AggregateMetricsMixin",
+    "RewardProfiler",
     "add_avg_sample_std_dev",
     "compute_aggregate_metrics",
     "compute_pass_majority_metrics",
@@ -178,6 +181,31 @@ def highest_k_metrics(
         return {}
     top = max(k for k, _ in matches)
     return {key: agent_metrics[key] for k, key in matches if k == top}
+
+
+class RewardProfiler:
+    """NeMo Gym's profiler, for the one record its servers' tests read (genrm_compare's)."""
+
+    def rollout_info_from_result(self, result: dict[str, Any]) -> dict[str, Any]:
+        """One rollout's numbers: its id `task:rollout`, both indices, the reward, the response's
+        usage counts, and every other numeric field (booleans as 0/1) not starting with `_`.
+        A result without both indices is a KeyError, as in NeMo Gym."""
+        task_idx, rollout_idx = result[TASK_INDEX_KEY_NAME], result[ROLLOUT_INDEX_KEY_NAME]
+        info: dict[str, Any] = {
+            "rollout_id": f"{task_idx}:{rollout_idx}",
+            TASK_INDEX_KEY_NAME: task_idx,
+            ROLLOUT_INDEX_KEY_NAME: rollout_idx,
+        }
+        if "reward" in result:
+            info["reward"] = result.get("reward")
+        usage = (result.get("response") or {}).get("usage") or {}
+        own = {k: v for k, v in result.items() if not k.startswith("_") and k not in ("reward", "response")}
+        for key, value in [*usage.items(), *own.items()]:
+            if isinstance(value, bool):
+                info[key] = int(value)
+            elif isinstance(value, int | float):
+                info[key] = value
+        return info
 
 
 class AggregateMetricsMixin:

@@ -1,0 +1,1 @@
+"""`nemo_gym.testing`: helpers NeMo Gym's servers call from their own tests."""
