@@ -21,7 +21,6 @@ from __future__ import annotations
 import ast
 import json
 import os
-import re
 import site
 import subprocess
 import sys
@@ -30,10 +29,10 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
 from ng_cli.launcher.packages import RequirementsOutcome, ensure_requirement_files
+from ng_cli.packages.requirements import read_requirements, requirements_file
 
 LAYERS_PTH = "_ng_harness_layers.pth"
 NEMO_GYM_LAYER = "_nemo_gym_deps"
@@ -136,16 +135,9 @@ def distribution_of(module: str) -> str:
 
 
 def listed_distributions(folder: Path) -> set[str]:
-    """Canonical names its requirements.txt lists (lines that are not plain requirements skipped)."""
-    path = folder / "requirements.txt"
-    names: set[str] = set()
-    for line in path.read_text().splitlines() if path.exists() else []:
-        line = re.sub(r"(^|\s)#.*$", "", line).strip()
-        try:
-            names.add(canonicalize_name(Requirement(line).name))
-        except Exception:
-            continue
-    return names
+    """Canonical names its requirements.txt (or pyproject.toml) lists, NeMo Gym's own left out."""
+    path = requirements_file(folder)
+    return {item.name for item in (read_requirements(folder.name, path) if path else []) if item.name}
 
 
 class Scratch:
@@ -200,8 +192,8 @@ class Scratch:
     def server_env(self, name: str) -> tuple[Path, RequirementsOutcome]:
         """The interpreter to run the server with: the shared one when its requirements.txt is met
         there, else its own environment with them installed. Raises NgError when pip fails."""
-        requirements = self.root / "resources_servers" / name / "requirements.txt"
-        files = {name: requirements} if requirements.exists() else {}
+        requirements = requirements_file(self.root / "resources_servers" / name)
+        files = {name: requirements} if requirements else {}
         met = ensure_requirement_files(files, install=False, python=str(self.base), warn=lambda _: None)
         if not met.missing:
             return self.base, met

@@ -52,6 +52,7 @@ from typing import Any
 
 from _nemo_gym_replay import ReplayPolicy, stub_judge_app
 
+from ng_cli.packages.requirements import requirement_lines, requirements_file
 from ng_cli.rollouts.results import ROLLOUT_KEY, TASK_KEY
 
 REPO = Path(__file__).resolve().parents[1]
@@ -74,16 +75,9 @@ AGENT_KEYS = ("max_steps", "skip_verification", "skip_verification_reward")
 
 
 def requirements(folder: Path) -> list[str]:
-    path = folder / "requirements.txt"
-    if not path.exists():
-        return []
-    names = []
-    for line in path.read_text().splitlines():
-        line = line.split("#", 1)[0].strip()
-        if not line or re.search(r"nemo[-_.]?gym", line, re.I) or line.startswith("-e ../"):
-            continue
-        names.append(line)
-    return names
+    """Its requirements.txt's (or pyproject.toml's) lines, NeMo Gym's own left out."""
+    path = requirements_file(folder)
+    return [line for _, line in requirement_lines(path)] if path else []
 
 
 def config_files(folder: Path) -> list[Path]:

@@ -1,7 +1,7 @@
 """What one NeMo Gym resources server folder says about its needs, read from its files alone.
 
-Nothing is imported or run: `requirements.txt` lines (NeMo Gym's own skipped, as the launcher
-skips them), the top-level modules its `app.py` imports (following its own helper modules, at
+Nothing is imported or run: `requirements.txt` (or `pyproject.toml`) lines (NeMo Gym's own
+skipped, as the launcher skips them), the top-level modules its `app.py` imports (following its own helper modules, at
 any depth, also inside functions), and its `configs/*.yaml` (the agents that drive it, the model
 servers and API keys it refers to, the sandbox and container keys it sets).
 """
@@ -17,7 +17,7 @@ from typing import Any
 
 import yaml
 
-from ng_cli.packages.requirements import is_nemo_gym_line
+from ng_cli.packages.requirements import requirement_lines, requirements_file
 
 __all__ = ["ServerFacts", "read_server"]
 
@@ -54,14 +54,12 @@ class ServerFacts:
 def read_server(folder: Path) -> ServerFacts:
     """The facts of one `resources_servers/<name>` folder."""
     facts = ServerFacts(name=folder.name, has_app=(folder / "app.py").is_file())
-    requirements = folder / "requirements.txt"
-    if requirements.is_file():
-        text = requirements.read_text(encoding="utf-8", errors="replace")
-        facts.sandbox_extra = bool(_SANDBOX_EXTRA.search(text))
-        for raw in text.splitlines():
-            line = re.sub(r"(^|\s)#.*$", "", raw).strip()
-            if line and not is_nemo_gym_line(line):
-                facts.requirements.append(line)
+    requirements = requirements_file(folder)
+    if requirements is not None:
+        facts.sandbox_extra = bool(
+            _SANDBOX_EXTRA.search(requirements.read_text(encoding="utf-8", errors="replace"))
+        )
+        facts.requirements = [line for _, line in requirement_lines(requirements)]
     if facts.has_app:
         facts.imports, facts.source_text, trees = _reached_imports(folder)
         facts.fetched_files = sorted({url for tree in trees for url in _file_urls(tree)})

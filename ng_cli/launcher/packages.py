@@ -33,7 +33,7 @@ from ng_cli.config.compose import ComposedConfig
 from ng_cli.config.paths import implementation_dir
 from ng_cli.errors import ConfigError, LaunchError
 from ng_cli.packages.environment import pip_install, probe
-from ng_cli.packages.requirements import REQUIREMENTS_FILE, ServerRequirement, read_requirements
+from ng_cli.packages.requirements import ServerRequirement, read_requirements, requirements_file
 from ng_cli.packages.resolve import conflicts, is_satisfied, protected_requirements
 
 __all__ = [
@@ -63,14 +63,14 @@ class RequirementsOutcome:
 
 
 def requirement_files(config: ComposedConfig) -> dict[str, Path]:
-    """Instance -> the requirements.txt in its implementation folder, for those that have one."""
+    """Instance -> the requirements.txt (or pyproject.toml) of its implementation folder, for
+    those that have one."""
     files: dict[str, Path] = {}
     seen: set[Path] = set()
     for name, instance in config.instances.items():
-        path = (
-            implementation_dir(instance.server_type, instance.implementation) / REQUIREMENTS_FILE
-        ).resolve()
-        if path.is_file() and path not in seen:
+        found = requirements_file(implementation_dir(instance.server_type, instance.implementation))
+        path = found.resolve() if found else None
+        if path is not None and path not in seen:
             seen.add(path)
             files[name] = path
     return files

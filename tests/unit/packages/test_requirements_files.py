@@ -13,7 +13,7 @@ import pytest
 from packaging.requirements import Requirement
 
 from ng_cli.errors import ConfigError
-from ng_cli.packages.requirements import is_nemo_gym_line, read_requirements
+from ng_cli.packages.requirements import is_nemo_gym_line, read_requirements, requirements_file
 from ng_cli.packages.resolve import Distribution, conflicts, is_satisfied, protected_requirements
 
 NEMO_GYM_LINES = [
@@ -139,3 +139,59 @@ def test_protected_requirements_skip_extras() -> None:
     protected = protected_requirements(["pydantic>=2.6", 'pytest>=8; extra == "dev"'], INSTALLED)
     assert set(protected) == {"pydantic"}
     assert protected["pydantic"] == (Requirement("pydantic>=2.6"), "2.9.2")
+
+
+PYPROJECT = """\
+[project]
+name = "code-fim"
+dependencies = [
+    "nemo-gym[dev]",
+    "human-eval-infilling",
+    "json-repair==0.53.0",
+    "pocketshell",
+]
+
+[tool.uv.sources]
+nemo-gym = { path = "../..", editable = true }
+human-eval-infilling = { git = "https://github.com/o/human-eval-infilling.git", rev = "abc123" }
+pocketshell = { path = "./pocketshell", editable = true }
+
+[tool.uv]
+override-dependencies = ["torch>=2.11"]
+"""
+
+
+def test_a_pyproject_declares_packages_as_requirements_txt_does(tmp_path: Path) -> None:
+    # code_fim, conversational_tool_use_simulation, osworld, vlm_eval_kit: no requirements.txt
+    folder = tmp_path / "code_fim"
+    folder.mkdir()
+    (folder / "pyproject.toml").write_text(PYPROJECT)
+    path = requirements_file(folder)
+    assert path == folder / "pyproject.toml"
+    items = read_requirements("code_fim", path)
+    assert [(item.lineno, item.line) for item in items] == [
+        (
+            5,
+            "human-eval-infilling @ git+https://github.com/o/human-eval-infilling.git@abc123",
+        ),  # uv's git source
+        (6, "json-repair==0.53.0"),
+        (7, f"-e {(folder / 'pocketshell').resolve()}"),  # uv's path source, made absolute
+    ]  # NeMo Gym's own line dropped although uv gives it a path; uv's overrides are not pip's
+    assert [item.name for item in items] == ["human-eval-infilling", "json-repair", None]
+
+
+def test_requirements_txt_wins_and_a_pyproject_without_dependencies_declares_nothing(tmp_path: Path) -> None:
+    both = tmp_path / "both"
+    both.mkdir()
+    (both / "pyproject.toml").write_text(PYPROJECT)
+    (both / "requirements.txt").write_text("rouge-score\n")
+    assert requirements_file(both) == both / "requirements.txt"
+    bare = tmp_path / "bare"
+    bare.mkdir()
+    (bare / "pyproject.toml").write_text('[project]\nname = "x"\n')
+    assert requirements_file(bare) is None
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    (broken / "pyproject.toml").write_text("[project\n")
+    with pytest.raises(ConfigError, match=r"pyproject\.toml: not valid TOML"):
+        requirements_file(broken)
