@@ -10,6 +10,7 @@ set -euo pipefail
 runs=${1:-5}
 repo=$(cd "$(dirname "$0")/.." && pwd)
 work=$(mktemp -d /tmp/ng-stress.XXXXXX)
+chmod 755 "$work"  # mktemp's 0700 would keep the code_execution sandbox's unprivileged uids out of the clone
 git clone -q "$repo" "$work/clone"
 git -C "$work/clone" checkout -q "${2:-HEAD}"
 commit=$(git -C "$work/clone" rev-parse --short HEAD)

@@ -13,6 +13,7 @@ import os
 import secrets
 import shutil
 import socket
+import stat
 import subprocess
 import sys
 import tempfile
@@ -93,6 +94,20 @@ def public_dir() -> Iterator[Path]:
 
 
 @pytest.fixture
+def checkout_readable_by_others() -> None:
+    """The controls read this checkout as an unprivileged uid (and one test starts the bootstrap
+    from it as one): a checkout under a directory only root may enter (a `mktemp -d` folder,
+    /root) makes them fail for that reason alone, so say it plainly."""
+    for folder in [REPO, *REPO.parents]:
+        if not folder.stat().st_mode & stat.S_IXOTH:
+            pytest.fail(
+                f"{folder} (mode {stat.S_IMODE(folder.stat().st_mode):o}) cannot be entered by other users, and "
+                f"these tests run programs from the checkout {REPO} as uid {UID_BASE}: clone it where any "
+                f"user can read it (chmod o+rx {folder})"
+            )
+
+
+@pytest.fixture
 def world_readable_secret(public_dir: Path) -> Path:
     secret = public_dir / "secret.txt"
     secret.write_text("the-launch-codes")
@@ -138,6 +153,7 @@ async def test_the_standard_library_works_inside() -> None:
     assert (result.outcome, result.stdout.split()) == ("ok", ["8", "kept", "42", "/tmp"]), result.stderr
 
 
+@pytest.mark.usefixtures("checkout_readable_by_others")
 async def test_files_outside_the_sandbox_do_not_exist_for_the_program(world_readable_secret: Path) -> None:
     paths = [
         str(world_readable_secret),
@@ -425,6 +441,7 @@ async def test_concurrency_is_bounded_and_each_slot_has_its_own_uid() -> None:
     assert {int(result.stdout) for result in results} == {UID_BASE, UID_BASE + 1}
 
 
+@pytest.mark.usefixtures("checkout_readable_by_others")
 def test_the_bootstrap_refuses_to_run_without_namespaces(public_dir: Path) -> None:
     """Run the bootstrap as an unprivileged user, where unshare() fails: nothing may run."""
     tmp_path = public_dir
