@@ -26,7 +26,7 @@ from enum import Enum
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
-from ng_cli.catalog.facts import ServerFacts
+from ng_cli.catalog.facts import DOWNLOADS, ServerFacts
 
 __all__ = ["Category", "Classification", "classify"]
 
@@ -93,7 +93,6 @@ NOT_ON_PYPI = {
     "ersatz": "ersatz (a git URL)",
 }
 _SANDBOX_SERVICE = re.compile(r"SandboxClient|sandbox_url|sandbox_host|SANDBOX_HOST")
-_FETCH = re.compile(r"urlretrieve|snapshot_download|hf_hub_download|load_dataset\(|requests\.get\(|urlopen\(")
 GPU_DISTRIBUTIONS = frozenset({"torch", "torchvision", "vllm", "unbabel-comet"})
 
 
@@ -173,7 +172,7 @@ def _outside(facts: ServerFacts, off_pypi: list[str]) -> list[str]:
         reasons.append(f"API keys ({', '.join(facts.api_keys)})")
     if _SANDBOX_SERVICE.search(facts.source_text):
         reasons.append("a sandbox service (its code calls one by host/port)")
-    if _FETCH.search(facts.source_text):
+    if DOWNLOADS.search(facts.source_text):
         reasons.append("the network at run time (its code downloads data or calls web services)")
     elif facts.fetched_files:
         reasons.append(

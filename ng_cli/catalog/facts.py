@@ -109,9 +109,10 @@ def _reached_imports(folder: Path) -> tuple[set[str], str, list[ast.AST]]:
 
 _FILE_URL = re.compile(r"^https?://\S+\.(?:txt|zip|tar\.gz|tgz|gz|json|jsonl|csv|parquet|whl)$")
 _DATA_PATH = re.compile(r"""["']data["']\s*/\s*["']([\w.-]+)["']|["']data/([\w.-]+)["']""")
-_DOWNLOADS = re.compile(
-    r"urlretrieve|urlopen\(|requests\.get\(|snapshot_download|hf_hub_download|load_dataset\("
+DOWNLOADS = re.compile(
+    r"urlretrieve|snapshot_download|hf_hub_download|load_dataset\(|requests\.get\(|urlopen\("
 )
+"""Calls that fetch from the network: in the code app.py reaches, or in a script that makes its data."""
 
 
 def _file_urls(tree: ast.AST) -> set[str]:
@@ -136,12 +137,15 @@ def _unshipped_data(folder: Path, source: str) -> dict[str, str]:
     missing = sorted(
         {a or b for a, b in _DATA_PATH.findall(source)} - {p.name for p in (folder / "data").glob("*")}
     )
-    makers = [
-        path.name
-        for path in sorted(folder.glob("*.py"))
-        if _DOWNLOADS.search(path.read_text(encoding="utf-8", errors="replace"))
-    ]
-    return {f"data/{name}": makers[0] for name in missing if makers}
+    maker = next(
+        (
+            path.name
+            for path in sorted(folder.glob("*.py"))
+            if missing and DOWNLOADS.search(path.read_text(encoding="utf-8", errors="replace"))
+        ),
+        None,
+    )
+    return {f"data/{name}": maker for name in missing} if maker else {}
 
 
 def _imported_modules(tree: ast.AST, name: str) -> list[str]:
