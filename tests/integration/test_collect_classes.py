@@ -38,7 +38,7 @@ FAULTS: dict[str, tuple[int, str]] = {
 
 @pytest.fixture
 def stub() -> Iterator[tuple[StubAgent, str]]:
-    agent = StubAgent(StubFaults(hang_s=3.0))
+    agent = StubAgent(StubFaults(hang_s=30.0))
     with serve_in_thread(agent.build_app()) as url:
         yield agent, url
 
@@ -57,7 +57,9 @@ async def collect(tmp_path: Path, url: str, rows: list[dict[str, Any]], **option
         output_jsonl_fpath=tmp_path / "out.jsonl",
         num_repeats=REPEATS,
         num_samples_in_parallel=8,
-        rollout_timeout_s=1.0,  # generous: a slow but healthy answer must not turn into a timeout
+        # a hang is 30 s; 3 s leaves a slow but healthy answer on 2 busy cores room not to turn
+        # into a timeout (1 s was the whole margin before)
+        rollout_timeout_s=3.0,
         max_attempts=MAX_ATTEMPTS,
         retry_backoff_s=0.001,
         **options,
