@@ -167,6 +167,15 @@ def finished(
     return rows
 
 
+def still_running(collector: subprocess.Popen[str]) -> bool:
+    """True while the collection runs; a collection that ended fails the test at once, with its output."""
+    if collector.poll() is not None:
+        pytest.fail(
+            f"the collection ended (exit {collector.returncode}) before the updates: {collector.communicate()[0][-3000:]}"
+        )
+    return True
+
+
 def calls_of(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [call for row in rows for call in row["weight_version"]["calls"]]
 
@@ -186,11 +195,20 @@ def test_three_updates_during_a_collection_lose_and_mislabel_nothing(
     copies = 40  # 6 rows x 40: 200 tool rollouts and 40 probe rollouts
     collector = collect(stack, "keep", copies=copies, parallel=64)
     results: list[dict[str, Any]] = []
-    # Early in the 240 (a tail of 150 after the last): on 2 idle cores the collection ran ahead of
-    # the updates, so that at 150 rows the third found nothing in flight (a fresh-clone run failed
-    # `in_flight_at_pause` so). Still a race; an event (an in-flight gauge) is the real fix.
+    # Each update fires on an event: its share of rollouts written and, at that moment, at least 8
+    # model calls in flight at the model server (its `in_flight` count). Firing on rows alone ran
+    # behind the collection on 2 idle cores: at 150 of 240 rows the third update found nothing in
+    # flight (a fresh-clone run failed `in_flight_at_pause` so).
     for version, after_rows in ((4, 30), (5, 60), (6, 90)):
-        wait_for(lambda n=after_rows: len(stack.rows("keep")) >= n, 600, f"{after_rows} rollouts")
+
+        def ready(n: int = after_rows) -> bool:
+            return (
+                still_running(collector)
+                and len(stack.rows("keep")) >= n
+                and client.status()["in_flight"] >= 8
+            )
+
+        wait_for(ready, HANG_CAP_S, f"{after_rows} rollouts and 8 calls in flight")
         results.append(client.update(str(ckpts[checkpoint_of[version]]), version=version, mode="keep"))
     rows = finished(collector, stack, "keep", 6 * copies)
 
