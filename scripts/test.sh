@@ -50,9 +50,7 @@ else
     light="($light) and ($NG_TEST_MARK)"
   fi
   rest_log=$(mktemp)
-  # The light tests wait on processes and sockets more than they compute: two xdist workers
-  # (a test file stays on one worker: its module fixtures are shared) beside the engine process.
-  "${pytest[@]}" --durations=25 -n 2 --dist loadfile -m "$light" >"$rest_log" 2>&1 &
+  "${pytest[@]}" --durations=25 -m "$light" >"$rest_log" 2>&1 &
   rest=$!
   echo "== pytest -m '$heavy' (the other tests run beside it: their log follows)"
   "${pytest[@]}" --durations=25 -m "$heavy"
