@@ -79,7 +79,7 @@ def test_ready_as_soon_as_the_server_accepts(listener: socket.socket) -> None:
         seen: list[str] = []
         ready = wait_until_ready(
             {"a": Target("a", url_of(listener), alive)},
-            timeout_s=10,
+            timeout_s=60,
             on_ready=lambda name, _s: seen.append(name),
         )
         served_before_ready = server.serving.is_set()  # ready only once it answered, not before
@@ -87,14 +87,14 @@ def test_ready_as_soon_as_the_server_accepts(listener: socket.socket) -> None:
         server.close()
     assert seen == ["a"]
     assert served_before_ready
-    assert ready["a"] < 5  # generous: CI machines are busy; the deadline was 10 s
+    assert ready["a"] < 30  # at the answer, not at the 60 s deadline
 
 
 def test_a_process_that_exits_fails_the_wait_at_once(listener: socket.socket) -> None:
     started = time.monotonic()
     with pytest.raises(ExitedBeforeReadyError) as caught:
         wait_until_ready({"b": Target("b", url_of(listener), lambda: 3)}, timeout_s=30)
-    assert time.monotonic() - started < 3  # not the 30 s deadline
+    assert time.monotonic() - started < 15  # not the 30 s deadline
     assert (caught.value.name, caught.value.exit_code) == ("b", 3)
 
 
@@ -102,7 +102,7 @@ def test_deadline_names_the_server_and_the_knob(listener: socket.socket) -> None
     started = time.monotonic()
     with pytest.raises(NotReadyError) as caught:
         wait_until_ready({"slow": Target("slow", url_of(listener), alive)}, timeout_s=0.4)
-    assert 0.4 <= time.monotonic() - started < 4
+    assert 0.4 <= time.monotonic() - started < 15  # the 0.4 s deadline, not never
     assert "'slow'" in caught.value.message
     assert "/health" in caught.value.message
     assert caught.value.hint is not None
@@ -138,7 +138,7 @@ def test_a_stop_request_ends_the_wait(listener: socket.socket) -> None:
             timeout_s=30,
             should_stop=lambda: time.monotonic() - started > 0.2,
         )
-    assert time.monotonic() - started < 4  # not the 30 s deadline
+    assert time.monotonic() - started < 15  # not the 30 s deadline
 
 
 def test_probe_health_is_false_for_errors_and_silence(listener: socket.socket) -> None:

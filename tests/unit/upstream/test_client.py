@@ -159,7 +159,7 @@ async def test_all_down_answers_503_after_the_deadline() -> None:
     with pytest.raises(UpstreamUnavailableError) as caught:
         await client.post("/chat/completions", {}, session_id="s")
     elapsed = time.monotonic() - started
-    assert 0.25 <= elapsed < 1.0
+    assert 0.25 <= elapsed < 10.0  # ended by the 0.3 s deadline, not never (a bound, not a timing)
     assert A in caught.value.message
     assert B in caught.value.message
     assert sample(client, "ng_model_unavailable_total") == 1
@@ -167,7 +167,7 @@ async def test_all_down_answers_503_after_the_deadline() -> None:
 
 async def test_a_waiting_call_resumes_when_an_endpoint_rejoins() -> None:
     http = ScriptedHttp()
-    client = make_client(http, urls=(A,), deadline_s=5.0)
+    client = make_client(http, urls=(A,), deadline_s=60.0)
     (endpoint,) = client.pool.endpoints
     client.pool.record_failure(endpoint, "refused", now=asyncio.get_running_loop().time())
 
@@ -179,7 +179,7 @@ async def test_a_waiting_call_resumes_when_an_endpoint_rejoins() -> None:
     started = time.monotonic()
     answer, _ = await asyncio.gather(client.post("/chat/completions", {}, session_id="s"), rejoin_soon())
     assert answer == OK
-    assert time.monotonic() - started < 1.0
+    assert time.monotonic() - started < 30.0  # woken by the rejoin, not by the 60 s deadline
 
 
 async def test_tokenize_goes_to_the_server_root_of_the_sessions_endpoint() -> None:
@@ -220,7 +220,7 @@ async def test_the_circuit_opens_after_the_grace_and_closes_when_an_endpoint_rej
     started = time.monotonic()
     with pytest.raises(UpstreamDownError) as waited:  # inside the grace: waits, but only until it ends
         await client.post("/chat/completions", {}, session_id="s")
-    assert time.monotonic() - started < 5.0  # not request_deadline_s (30 s)
+    assert time.monotonic() - started < 15.0  # not request_deadline_s (30 s)
     assert waited.value.down_for_s >= 0.2
 
     # Open: refused at once, i.e. on the call's first step, before it ever suspends (no clock).
@@ -253,7 +253,7 @@ async def test_a_caller_deadline_bounds_the_wait_for_an_endpoint() -> None:
     started = time.monotonic()
     with deadline_scope(0.2), pytest.raises(UpstreamUnavailableError) as raised:
         await client.post("/chat/completions", {}, session_id="s")
-    assert time.monotonic() - started < 5.0  # the caller's 0.2 s, not request_deadline_s=30
+    assert time.monotonic() - started < 15.0  # the caller's 0.2 s, not request_deadline_s=30
     assert not isinstance(raised.value, UpstreamDownError)  # inside the grace: plain unavailable
 
 
