@@ -4,7 +4,7 @@
 # the first red run. The first run is the whole of scripts/test.sh (the README's command: install,
 # lint, every test); the others are the engine and integration tests (markers engine, ray,
 # integration: scripts/test.sh's two processes narrowed by NG_TEST_MARK, no lint).
-#   bash scripts/stress.sh [RUNS [COMMIT]]   (default 5; 35-50 min a run on a 2-core machine)
+#   bash scripts/stress.sh [RUNS [COMMIT]]   (default 5; 55-66 min a run beside the hog on a 2-core machine)
 # Prints a line per run and writes the runs' logs and stress.json under a new folder in /tmp.
 set -euo pipefail
 runs=${1:-5}
