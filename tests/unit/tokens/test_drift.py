@@ -14,6 +14,10 @@ from ng_cli.errors import DataError
 from ng_cli.rollouts.results import outcome_of
 from ng_cli.tokens.drift import Divergence, check_file, check_response
 
+WIDE: dict[str, str | None] = {"COLUMNS": None}
+"""The commands' own width for output that is not a terminal (160), whatever COLUMNS the caller
+exported: with COLUMNS=80 their lines wrapped and 14 of these tests failed."""
+
 
 def call(prompt: list[int], generation: list[int]) -> dict[str, Any]:
     return {
@@ -109,7 +113,7 @@ def test_ng_check_tokens_names_each_row_with_bad_ids_and_exits_2(
     bad = response(call([1, 2], [3]), bad_call)
     path = write_rows(tmp_path / "rows.jsonl", [CONTIGUOUS, bad, DRIFTED, bad])
     extra = [f"+tokenizer_path={tiny_tokenizer_dir}"] if with_tokenizer else []
-    result = CliRunner().invoke(app, [f"+input_jsonl_fpath={path}", *extra])
+    result = CliRunner(env=WIDE).invoke(app, [f"+input_jsonl_fpath={path}", *extra])
     assert result.exit_code == 2, result.output
     assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
     lines = result.output.splitlines()
@@ -124,13 +128,15 @@ def test_a_drifted_rollout_whose_ids_are_outside_the_vocabulary_is_shown(
     tmp_path: Path, tiny_tokenizer_dir: Path
 ) -> None:
     path = write_rows(tmp_path / "rows.jsonl", [response(call([1, 2], [3]), call([1, 2, 2**31 - 1], [4]))])
-    result = CliRunner().invoke(app, [f"+input_jsonl_fpath={path}", f"+tokenizer_path={tiny_tokenizer_dir}"])
+    result = CliRunner(env=WIDE).invoke(
+        app, [f"+input_jsonl_fpath={path}", f"+tokenizer_path={tiny_tokenizer_dir}"]
+    )
     assert result.exit_code == 1, result.output
     assert "'<not in the vocabulary>' (id 2147483647)" in result.output
 
 
 def test_ng_check_tokens_exit_codes_and_output(tmp_path: Path) -> None:
-    runner = CliRunner()
+    runner = CliRunner(env=WIDE)
     clean = write_rows(tmp_path / "clean.jsonl", [CONTIGUOUS])
     result = runner.invoke(app, [f"+input_jsonl_fpath={clean}"])
     assert result.exit_code == 0, result.output
