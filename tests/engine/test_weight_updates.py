@@ -176,6 +176,13 @@ def still_running(collector: subprocess.Popen[str]) -> bool:
     return True
 
 
+def whole_probe_under(row: dict[str, Any], version: int) -> bool:
+    """A probe rollout whose answer was generated wholly under `version` (an update waits for one,
+    so the probes are answered under every version the test checks)."""
+    call = row["weight_version"]["calls"][-1]
+    return bool(row.get("probe")) and call["start"] == call["end"] == version
+
+
 def calls_of(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [call for row in rows for call in row["weight_version"]["calls"]]
 
@@ -201,14 +208,16 @@ def test_three_updates_during_a_collection_lose_and_mislabel_nothing(
     # flight (a fresh-clone run failed `in_flight_at_pause` so).
     for version, after_rows in ((4, 30), (5, 60), (6, 90)):
 
-        def ready(n: int = after_rows) -> bool:
+        def ready(n: int = after_rows, current: int = version - 1) -> bool:
+            rows = stack.rows("keep")
             return (
                 still_running(collector)
-                and len(stack.rows("keep")) >= n
+                and len(rows) >= n
+                and any(whole_probe_under(row, current) for row in rows)
                 and client.status()["in_flight"] >= 8
             )
 
-        wait_for(ready, HANG_CAP_S, f"{after_rows} rollouts and 8 calls in flight")
+        wait_for(ready, HANG_CAP_S, f"{after_rows} rollouts, a probe under v{version - 1}, 8 calls in flight")
         results.append(client.update(str(ckpts[checkpoint_of[version]]), version=version, mode="keep"))
     rows = finished(collector, stack, "keep", 6 * copies)
 
