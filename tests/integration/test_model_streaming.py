@@ -132,6 +132,19 @@ async def test_bad_request_with_stream_is_a_400_before_any_event(client: Any) ->
     assert stub.calls["chat"] == 0
 
 
+async def test_several_choices_with_stream_are_a_400_before_vllm_is_asked(client: Any) -> None:
+    """The chat relay adds up one choice: n > 1 streamed is refused up front (it used to stream
+    the first chunks, then end with an error event at the first choice other than index 0)."""
+    stub = StubVllm()
+    ask = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 8}
+    with serve_over([stub]) as url:
+        with pytest.raises(openai.BadRequestError, match="n=2 is not supported with stream: true"):
+            await client(url).chat.completions.create(**ask, n=2, stream=True)
+        assert stub.calls["chat"] == 0
+        whole = await client(url).chat.completions.create(**ask, n=1, stream=True)
+        assert [chunk async for chunk in whole]
+
+
 async def test_overflow_with_stream_is_the_marked_empty_response(client: Any) -> None:
     with serve_over([StubVllm(fault="overflow")]) as url:
         events = [e async for e in await client(url).responses.create(model="m", input="hi", stream=True)]
