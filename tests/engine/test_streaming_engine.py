@@ -27,9 +27,13 @@ WEATHER_TOOL = {
     "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
 }
 ASK = [{"role": "user", "content": "What is the weather in Paris today?"}]
-LONG = {"max_output_tokens": 1900, "ignore_eos": True, "temperature": 0}
-"""A generation that runs for seconds on 2 cores (the tiny model's context is 2,048 tokens;
-vLLM's `ignore_eos` passes through)."""
+LONG = {"max_output_tokens": 1900, "ignore_eos": True, "temperature": 0, "vllm_xargs": {"step_sleep_s": 0.01}}
+"""A generation of at least 19 s, nearly all of it asleep: the test engine's step_sleep plugin
+(tests/fixtures/vllm_plugins) sleeps 10 ms in each of its 1,900 steps (the tiny model's context is
+2,048 tokens; `ignore_eos` and `vllm_xargs` pass through to vLLM). A test that must act while the
+engine still decodes has that long, and the engine takes no CPU from the test or from vLLM's API
+server meanwhile: at full speed (about 3 s here, 1 s on a faster CPU) the generation once ended
+whole between two polls of a test on a busy 2-core machine."""
 GENERATED = "vllm:generation_tokens_total"
 IDLE_CAP_S = 30.0
 
@@ -193,7 +197,8 @@ async def test_a_client_that_disconnects_stops_the_engine(vllm_engine: VllmServe
     for), not by a clock; the time to idle is printed (about 0.1 s here, the acceptance says 1 s).
     The client leaves as soon as the engine runs the request (an event), never after a sleep: a
     fast CPU decodes the tiny model at up to about 1,900 tokens/s, so a 0.5 s sleep could outlast
-    the generation (a fresh-clone run saw the stream end whole and no abort counted)."""
+    the generation (a fresh-clone run saw the stream end whole and no abort counted). LONG lasts
+    at least 19 s, so no busy machine can delay the client past its end."""
     generated_before = await engine_metric(vllm_engine, GENERATED)
     with serve_model(vllm_engine) as url:
         async with aiohttp.ClientSession() as http:
@@ -215,7 +220,13 @@ async def test_a_streaming_client_that_disconnects_stops_the_engine(vllm_engine:
     with serve_model(vllm_engine) as url:
         async with aiohttp.ClientSession() as http:
             body = orjson.dumps(
-                {"messages": ASK, "max_tokens": LONG["max_output_tokens"], "ignore_eos": True, "stream": True}
+                {
+                    "messages": ASK,
+                    "max_tokens": LONG["max_output_tokens"],
+                    "ignore_eos": True,
+                    "vllm_xargs": LONG["vllm_xargs"],
+                    "stream": True,
+                }
             )
             async with http.post(
                 f"{url}/v1/chat/completions", data=body, headers={"Content-Type": "application/json"}

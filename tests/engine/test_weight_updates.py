@@ -250,12 +250,18 @@ def test_abort_mode_sends_cut_calls_again_and_never_scores_them(
     stack: EngineStack, client: WeightsClient, ckpts: dict[str, Path]
 ) -> None:
     retried_before = stack.counter("ng_model_calls_retried_after_weight_update_total")
-    collector = collect(stack, "abort", copies=10, parallel=32)
+    # 120 rollouts: the update fires at 8, leaving the collection many seconds to run, so a test
+    # scheduled late on a busy machine still finds calls decoding at the engine to cut.
+    collector = collect(stack, "abort", copies=20, parallel=32)
     wait_for(
-        lambda: len(stack.rows("abort")) >= 8 and client.status()["in_flight"] >= 4, 600, "calls in flight"
+        lambda: (
+            still_running(collector) and len(stack.rows("abort")) >= 8 and client.status()["in_flight"] >= 4
+        ),
+        HANG_CAP_S,
+        "8 rollouts and 4 calls in flight",
     )
     result = client.update(str(ckpts["B"]), version=7, mode="abort")
-    rows = finished(collector, stack, "abort", 60)
+    rows = finished(collector, stack, "abort", 120)
     assert result["in_flight_at_pause"]
     assert stack.counter("ng_model_calls_retried_after_weight_update_total") > retried_before
     # A cut call is sent again under the new weights and never scored cut; a call that straddles
