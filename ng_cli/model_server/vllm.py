@@ -216,6 +216,12 @@ class VllmChat:
             raise BadRequestError(
                 f"n={n!r} is not supported with token ids: vLLM must return one choice (n=1)"
             )
+        if body.get("stream") and n not in (None, 1):  # the relay adds up one choice
+            raise BadRequestError(
+                f"n={n!r} is not supported with stream: true: the stream relays one choice",
+                param="n",
+                hint="send n: 1, or stream: false for several choices",
+            )
         chat = {**(self.config.extra_body or {}), **body, "model": self.config.model}
         if "tools" in chat:  # as for /v1/responses, and as NeMo Gym's chat route does
             chat["tools"] = without_hosted_only_tool_fields(chat["tools"])

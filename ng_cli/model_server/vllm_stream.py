@@ -135,12 +135,6 @@ class VllmStreams:
 
     async def open_chat(self, body: dict[str, Any], *, session_id: str | None) -> AsyncIterator[bytes]:
         """vLLM's chunk stream for one chat body, relayed as SSE, once vLLM has started answering."""
-        if body.get("n") not in (None, 1):  # refused before vLLM is asked, never an error mid-stream
-            raise BadRequestError(
-                f"n={body['n']!r} is not supported with stream: true: the stream relays one choice",
-                param="n",
-                hint="send n: 1, or stream: false for several choices",
-            )
         chat = {**self.vllm.chat_body(body), "stream": True}
         try:
             opened = await self._open(chat, session_id=session_id)

@@ -27,7 +27,12 @@ WEATHER_TOOL = {
     "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
 }
 ASK = [{"role": "user", "content": "What is the weather in Paris today?"}]
-LONG = {"max_output_tokens": 1900, "ignore_eos": True, "temperature": 0, "vllm_xargs": {"step_sleep_s": 0.01}}
+LONG: dict[str, Any] = {
+    "max_output_tokens": 1900,
+    "ignore_eos": True,
+    "temperature": 0,
+    "vllm_xargs": {"step_sleep_s": 0.01},
+}
 """A generation of at least 19 s, nearly all of it asleep: the test engine's step_sleep plugin
 (tests/fixtures/vllm_plugins) sleeps 10 ms in each of its 1,900 steps (the tiny model's context is
 2,048 tokens; `ignore_eos` and `vllm_xargs` pass through to vLLM). A test that must act while the
@@ -219,15 +224,7 @@ async def test_a_streaming_client_that_disconnects_stops_the_engine(vllm_engine:
     generated_before = await engine_metric(vllm_engine, GENERATED)
     with serve_model(vllm_engine) as url:
         async with aiohttp.ClientSession() as http:
-            body = orjson.dumps(
-                {
-                    "messages": ASK,
-                    "max_tokens": LONG["max_output_tokens"],
-                    "ignore_eos": True,
-                    "vllm_xargs": LONG["vllm_xargs"],
-                    "stream": True,
-                }
-            )
+            body = orjson.dumps({"messages": ASK, **_as_chat(LONG), "stream": True})
             async with http.post(
                 f"{url}/v1/chat/completions", data=body, headers={"Content-Type": "application/json"}
             ) as answer:
@@ -235,6 +232,30 @@ async def test_a_streaming_client_that_disconnects_stops_the_engine(vllm_engine:
                 assert (await answer.content.readline()).startswith(b"data: ")
                 answer.close()  # drop the connection mid-stream
         await assert_stopped_and_counted(vllm_engine, url, generated_before)
+
+
+def _as_chat(fields: dict[str, Any]) -> dict[str, Any]:
+    """Responses request fields as a chat completion's (the token cap is `max_tokens` there)."""
+    return {("max_tokens" if key == "max_output_tokens" else key): value for key, value in fields.items()}
+
+
+async def test_long_sleeps_in_the_engine(vllm_engine: VllmServer) -> None:
+    """What the tests above rely on: `vllm_xargs.step_sleep_s` reaches the engine through
+    /v1/responses and the test engine sleeps it in every step. 20 steps of 0.1 s cannot take less
+    than 2 s (a lower bound that a busy machine only makes larger; at full speed 20 tokens take
+    about 0.05 s here), so this fails if the plugin is not loaded or the field is lost on the way."""
+    with serve_model(vllm_engine) as url:
+        async with aiohttp.ClientSession() as http:
+            body = orjson.dumps(
+                {"input": ASK, **LONG, "max_output_tokens": 20, "vllm_xargs": {"step_sleep_s": 0.1}}
+            )
+            started = time.monotonic()
+            async with http.post(
+                f"{url}/v1/responses", data=body, headers={"Content-Type": "application/json"}
+            ) as answer:
+                assert answer.status == 200, await answer.text()
+                assert (await answer.json())["usage"]["output_tokens"] == 20
+            assert time.monotonic() - started >= 20 * 0.1
 
 
 def _sdk_extra(fields: dict[str, Any]) -> dict[str, Any]:
