@@ -13,7 +13,12 @@ from ng_cli.commands._app import (
     overrides_argument,
 )
 from ng_cli.config.command_options import options_help
-from ng_cli.rollouts.aggregate import AggregateConfig, aggregate_config_from, aggregate_rollouts
+from ng_cli.rollouts.aggregate import (
+    AggregateConfig,
+    AggregateResult,
+    aggregate_config_from,
+    aggregate_rollouts,
+)
 
 __all__ = ["OPTIONS", "aggregate", "app", "main"]
 
@@ -24,7 +29,11 @@ _EPILOG = options_help(
     docs="docs/aggregate_rollouts.md",
     notes="""The metrics are NeMo Gym's default /aggregate_metrics, computed here without a stack: an
 environment's own metric hooks are not run and no perf_summary is written (docs/aggregate_rollouts.md).
-Exit codes: 0 written, 2 no shard matched / a bad row / an output over an input.
+A match that is not a regular file (a directory, a FIFO) is refused before any file is opened;
+a rollout two shards hold with the same contents is counted once (a warning names both shards),
+with different contents it is refused.
+Exit codes: 0 written, 2 no shard matched / a match not a file / a bad row / a rollout twice with
+different contents / an output over an input.
 Example:
   ng_aggregate_rollouts +input_glob='results/rollouts-*.jsonl' +output_jsonl_fpath=results/rollouts.jsonl""",
 )
@@ -44,7 +53,16 @@ def aggregate(
     """Merge the shards (sorted), then write <output stem>_aggregate_metrics.json."""
     with composed_config(overrides, config, verbose=verbose) as composed:
         result = aggregate_rollouts(aggregate_config_from(composed))
-    lines = [f"{len(result.shards)} shard(s), {result.rollouts} rollouts"]
+    _report(result)
+
+
+def _report(result: AggregateResult) -> None:
+    """Warnings on stderr; the shards and the files written on stdout."""
+    warn = make_console(stderr=True)
+    for warning in result.warnings:
+        warn.print(f"warning: {warning}", style="yellow", highlight=False, markup=False, soft_wrap=True)
+    dropped = f" ({result.dropped} repeated row(s) counted once)" if result.dropped else ""
+    lines = [f"{len(result.shards)} shard(s), {result.rollouts} rollouts{dropped}"]
     lines += [f"  {shard}" for shard in result.shards]
     lines.append(f"Merged rollouts: {result.output or '<not merged>'}")
     lines.append(f"Aggregate metrics: {result.metrics}")

@@ -6,16 +6,17 @@
       -> <output stem>_aggregate_metrics.json per agent, as the collector writes it
 
 As NeMo Gym 0.7.0 (`RolloutAggregationHelper`): matches are sorted and de-duplicated, a shard's
-`_failures.jsonl` and `_materialized_inputs.jsonl` siblings are never shards. The metrics are the
-collector's (`materialized.aggregate_entries`). Every file written is checked against every
-shard first (`ng_cli.outputs`), and written whole.
+`_failures.jsonl` and `_materialized_inputs.jsonl` siblings are never shards. Unlike it, a match
+that is not a regular file is refused before anything is opened, indices must be integers, and a
+rollout two shards hold is counted once (`shards`). The metrics are the collector's
+(`materialized.aggregate_entries`). Every file written is checked against every shard first
+(`ng_cli.outputs`), and written whole.
 """
 
 from __future__ import annotations
 
-import glob
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar
 
@@ -27,9 +28,10 @@ from ng_cli.config.nemo_gym_options import NotOffered
 from ng_cli.errors import DataError
 from ng_cli.outputs import check_outputs, reads, write_atomically, write_bytes_atomically, writes
 from ng_cli.rollouts.config import NOT_OFFERED
-from ng_cli.rollouts.materialized import aggregate_entries, read_rows
+from ng_cli.rollouts.materialized import aggregate_entries
 from ng_cli.rollouts.results import ROLLOUT_KEY, TASK_KEY
 from ng_cli.rollouts.resume import OutputPaths
+from ng_cli.rollouts.shards import expand_input_glob, read_shards, refuse_non_regular
 
 __all__ = [
     "AggregateConfig",
@@ -69,6 +71,9 @@ class AggregateResult:
     rollouts: int
     output: Path | None
     metrics: Path
+    dropped: int = 0
+    """Rows that repeated a rollout already read (same contents), counted once."""
+    warnings: list[str] = field(default_factory=list)
 
 
 def aggregate_config_from(composed: ComposedConfig) -> AggregateConfig:
@@ -85,16 +90,6 @@ def aggregate_config_from(composed: ComposedConfig) -> AggregateConfig:
     )
 
 
-def expand_input_glob(input_glob: str) -> list[Path]:
-    """Sorted matches of each pattern, in pattern order, de-duplicated; sidecars left out."""
-    seen: dict[str, None] = {}
-    for pattern in (p.strip() for p in input_glob.split(",")):
-        for match in sorted(glob.glob(pattern)) if pattern else ():
-            if not Path(match).stem.endswith(("_failures", "_materialized_inputs")):
-                seen.setdefault(match, None)
-    return [Path(match) for match in seen]
-
-
 def aggregate_rollouts(config: AggregateConfig) -> AggregateResult:
     """Check, read every shard, write the merged file (optional) and the metrics."""
     shards = expand_input_glob(config.input_glob)
@@ -102,15 +97,15 @@ def aggregate_rollouts(config: AggregateConfig) -> AggregateResult:
         raise DataError(
             f"No shards matched input_glob={config.input_glob!r}", hint="check the pattern and quote it"
         )
+    refuse_non_regular(shards)
     metrics = OutputPaths.for_output(config.output_jsonl_fpath).aggregate_metrics
     written = [config.output_jsonl_fpath, metrics] if config.merge_shards else [metrics]
     check_outputs(
         writes("output_jsonl_fpath", config.output_jsonl_fpath, *written),
         [read for shard in shards for read in reads("input_glob", shard)],
     )
-    rows = sorted(
-        (row for shard in shards for row in read_rows(shard)), key=lambda r: (r[TASK_KEY], r[ROLLOUT_KEY])
-    )
+    read = read_shards(shards)
+    rows = sorted(read.rows, key=lambda r: (r[TASK_KEY], r[ROLLOUT_KEY]))
     if config.merge_shards:
         with write_atomically(config.output_jsonl_fpath) as (out,):
             for row in rows:
@@ -121,4 +116,6 @@ def aggregate_rollouts(config: AggregateConfig) -> AggregateResult:
         rollouts=len(rows),
         output=config.output_jsonl_fpath if config.merge_shards else None,
         metrics=metrics,
+        dropped=read.dropped,
+        warnings=read.warnings,
     )
