@@ -6,10 +6,12 @@ rows and the way they are rolled out are unchanged, so the first run stores a fi
 `<output stem>_fingerprint.json`:
 
     input file sha256 and size, agent_name, num_repeats, limit, responses_create_params overrides,
-    num_repeats_add_seed, agent_map
+    num_repeats_add_seed, agent_map, max_staleness
 
-Parallelism, timeouts and retry settings are not part of it: they change how, not what. A
-different fingerprint is a ConfigError that offers `+overwrite=true`.
+Parallelism, timeouts and retry settings are not part of it: they change how, not what.
+`max_staleness` changes what a row says (its `stale` flag is decided when it is written), so rows
+flagged under one K and metrics that state another cannot share a file. A different fingerprint
+is a ConfigError that offers `+overwrite=true`.
 """
 
 from __future__ import annotations
@@ -98,6 +100,7 @@ class Fingerprint:
     num_repeats_add_seed: bool = False
     version: int = FINGERPRINT_VERSION
     agent_map: dict[str, str] = field(default_factory=dict)
+    max_staleness: int | None = None
 
     @classmethod
     def of(cls, config: CollectConfig, summary: InputSummary) -> Fingerprint:
@@ -110,6 +113,7 @@ class Fingerprint:
             responses_create_params=config.responses_create_params,
             num_repeats_add_seed=config.num_repeats_add_seed,
             agent_map=config.agent_map,
+            max_staleness=config.max_staleness,
         )
 
     @classmethod

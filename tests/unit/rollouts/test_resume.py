@@ -70,6 +70,7 @@ def test_parallelism_and_timeouts_are_not_part_of_the_fingerprint(
         ({"responses_create_params": {"temperature": 1.0}}, "responses_create_params"),
         ({"num_repeats_add_seed": True}, "num_repeats_add_seed: false -> true"),
         ({"agent_map": {"a": "b"}}, 'agent_map: {} -> {"a":"b"}'),
+        ({"max_staleness": 5}, "max_staleness: null -> 5"),
     ],
 )
 def test_differences_name_each_changed_field(fingerprint: Fingerprint, change: dict, named: str) -> None:
@@ -141,3 +142,38 @@ def test_nemo_gyms_run_files_are_guarded_like_the_others(tmp_path: Path, sibling
     with pytest.raises(ConfigError, match="is the same file as"):
         refuse_writing_input(OutputPaths.for_output(tmp_path / "out.jsonl"), source)
     assert source.read_text() == '{"responses_create_params": {}}\n'
+
+
+def test_resuming_with_another_max_staleness_is_refused(tmp_path: Path) -> None:
+    """Rows written under +max_staleness=5 are not flagged past 0: resuming them with 0 would leave
+    spanning rows unflagged while the metrics say K=0 (issue 43, point 14)."""
+    source = tmp_path / "in.jsonl"
+    source.write_text('{"responses_create_params": {}}\n')
+    summary = scan_input(source, limit=None, agent_name="a")
+
+    def fingerprint_with(max_staleness: int | None) -> Fingerprint:
+        config = CollectConfig(
+            input_jsonl_fpath=source,
+            output_jsonl_fpath=tmp_path / "out.jsonl",
+            agent_name="a",
+            num_repeats=4,
+            responses_create_params={"temperature": 0.7},
+            max_staleness=max_staleness,
+        )
+        return Fingerprint.of(config, summary)
+
+    paths = OutputPaths.for_output(tmp_path / "out.jsonl")
+    paths.output.write_text("{}\n")
+    write_fingerprint(paths, fingerprint_with(5))
+    with pytest.raises(ConfigError) as caught:
+        check_resumable(paths, fingerprint_with(0), input_path=source)
+    assert "max_staleness: 5 -> 0" in caught.value.message
+    assert check_resumable(paths, fingerprint_with(5), input_path=source) is True
+
+
+def test_a_fingerprint_written_before_max_staleness_resumes_without_it(fingerprint: Fingerprint) -> None:
+    import orjson
+
+    older = orjson.loads(fingerprint.to_json())
+    older.pop("max_staleness", None)
+    assert Fingerprint.from_json(orjson.dumps(older)).differences(fingerprint) == []
