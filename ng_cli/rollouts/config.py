@@ -171,7 +171,7 @@ class CollectOptions(CommandOptions):
     report: bool = False
     """At the end, write `<output stem>_report.html` (ng_report) beside the output."""
     max_staleness: int | None = Field(default=None, ge=0)
-    """Flag rows whose model calls span more than this many weight updates (`stale: true`)."""
+    """Flag rows whose calls' newest and oldest weight versions differ by more than this (`stale: true`)."""
 
     not_offered = NOT_OFFERED
 

@@ -7,9 +7,12 @@ items, so a finished rollout knows which weights made each of its turns. The row
     weight_version: {"start": oldest start, "end": newest end, "calls": [each call's stamp],
                      "staleness": end - start, "stale": true (only past +max_staleness)}
 
-Staleness counts the updates a rollout lived through: 0 means every token came from one version
-(on-policy for that version). Past `+max_staleness=K` a row is flagged `stale`, not dropped: it is
-written and counted, and the trainer (which decides how off-policy it may be) filters or weights it.
+Staleness is a version difference, newest minus oldest, not a count of updates: versions are the
+numbers the trainer gives its updates (`ng_update_weights +version`, its step number), so a rollout
+whose calls ran under 1004, 1010 and 1011 has staleness 7, though it saw two updates. 0 means every
+token came from one version (on-policy for that version). Past `+max_staleness=K` (a difference
+above K) a row is flagged `stale`, not dropped: it is written and counted, and the trainer (which
+decides how off-policy it may be) filters or weights it.
 """
 
 from __future__ import annotations
@@ -82,7 +85,7 @@ class VersionTally:
 
 
 def describe_versions(versions: Mapping[str, Any] | None) -> str | None:
-    """`weights: rollouts by start version 0: 120, 1: 80; newest 1; 14 span an update (...)`."""
+    """`weights: rollouts by start version 0: 120, 1: 80; newest 1; 14 span an update (largest ...)`."""
     if not versions:
         return None
     by_start = ", ".join(
@@ -90,7 +93,8 @@ def describe_versions(versions: Mapping[str, Any] | None) -> str | None:
     )
     text = (
         f"weights: rollouts by start version {by_start}; newest {versions['newest_version']}; "
-        f"{versions['spanning_an_update']} span an update (most updates lived through: {versions['max_staleness_seen']})"
+        f"{versions['spanning_an_update']} span an update "
+        f"(largest version difference in a rollout (newest - oldest): {versions['max_staleness_seen']})"
     )
     if versions.get("max_staleness") is not None or versions.get("stale"):
         limit = versions.get("max_staleness")

@@ -7,7 +7,7 @@ from typing import Any
 import orjson
 
 from ng_cli.rollouts.results import to_output_line
-from ng_cli.rollouts.versions import VersionTally, row_versions
+from ng_cli.rollouts.versions import VersionTally, describe_versions, row_versions
 
 
 def response(*stamps: tuple[int, int]) -> dict[str, Any]:
@@ -63,3 +63,18 @@ def test_the_output_line_and_the_tally_carry_them() -> None:
         "max_staleness": 0,
         "stale": 1,
     }
+
+
+def test_staleness_is_the_version_difference_and_is_printed_as_one() -> None:
+    """Versions are the trainer's numbers, not a count of updates: 1004 -> 1010 -> 1011 is 7 apart
+    though the rollout saw two updates. The value, its name in the summary and the flag agree."""
+    versions = row_versions(response((1004, 1010), (1010, 1011)), max_staleness=6)
+    assert versions is not None
+    assert versions["staleness"] == 7
+    assert versions["stale"] is True
+    tally = VersionTally()
+    tally.add(versions)
+    text = describe_versions(tally.as_dict(max_staleness=6))
+    assert text is not None
+    assert "largest version difference in a rollout (newest - oldest): 7" in text
+    assert "lived through" not in text
