@@ -22,7 +22,10 @@ OPTIONS = MaterializeConfig
 _EPILOG = options_help(
     MaterializeConfig,
     docs="docs/materialize_prompts.md",
-    notes="""Exit codes: 0 written, 2 a row with an input already / a missing field / bad options.
+    notes="""A template that cannot be parsed names the prompt file; a row that cannot fill it, is not UTF-8
+or holds NaN/Infinity names the input line; nothing is written then.
+Exit codes: 0 written, 2 a bad template / a row with an input already / a missing field / a bad row /
+bad options.
 Example:
   ng_materialize_prompts +input_jsonl_fpath=data/raw.jsonl +prompt_config=prompts/math.yaml \\
       +output_jsonl_fpath=data/rows.jsonl""",
