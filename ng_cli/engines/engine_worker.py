@@ -1,7 +1,7 @@
 """`WeightsExtension`: the worker methods a weight update calls through vLLM's `/collective_rpc`.
 
 ng_run passes this class to vLLM's `--worker-extension-cls` when `weight_updates: true`, so every
-worker of the engine (each TP/PP/DP rank) gains two methods:
+worker of the engine (each TP/PP/DP rank) gains these methods:
 
 * `ng_reload_weights(weights_path)`: vLLM's in-place reload from a checkpoint directory, then the
   tied embeddings tied again. vLLM's layerwise reload rebuilds each module's parameters, so a
@@ -22,12 +22,16 @@ folder): torch and the standard library only, and nothing from ng_cli.
 from __future__ import annotations
 
 import hashlib
+import math
 from typing import Any
 
 __all__ = ["EXTENSION", "WeightsExtension"]
 
 _CHUNK = 1 << 24
 """Elements summed at a time: bounds the float64 copy to 128 MiB, whatever the tensor's size."""
+
+_NON_FINITE = "non-finite:"
+"""`upstream.engine_admin.NON_FINITE`, which reads it (this module imports nothing of ours)."""
 
 EXTENSION = "engine_worker.WeightsExtension"
 """The value of vLLM's `--worker-extension-cls` option that installs this class."""
@@ -43,15 +47,37 @@ class WeightsExtension:
         _tie_embeddings(self.model_runner.get_model())
         return self.ng_weights_fingerprint()
 
+    def ng_clear_kv_cache(self) -> int:
+        """Zero every KV-cache block; the elements zeroed. Resetting the prefix cache drops the blocks'
+        hashes, not their contents: after weights that made NaN or inf activations, those stayed in
+        the blocks and every later call answered garbage whatever the weights (seen on the CPU
+        build). Called while the engine is paused with nothing kept in flight."""
+        import torch
+
+        def zero(caches: Any) -> int:
+            if isinstance(caches, torch.Tensor):
+                caches.zero_()
+                return int(caches.numel())
+            if isinstance(caches, list | tuple):
+                return sum(zero(cache) for cache in caches)
+            if isinstance(caches, dict):
+                return sum(zero(cache) for cache in caches.values())
+            return 0
+
+        return zero(getattr(self.model_runner, "kv_caches", None))
+
     def ng_device(self) -> str:
         """The device type the weights live on (`cuda`, `cpu`): vLLM's CPU build reports sleeping
         while it frees nothing, so the model server asks where the weights are."""
         return str(next(self.model_runner.get_model().parameters()).device.type)
 
     def ng_weights_fingerprint(self) -> str:
+        """The digest, or `non-finite:<count>:<names>` when a tensor holds NaN or inf (its sums are not
+        finite then): the model server refuses such weights at verify (`upstream/engine_admin.py`)."""
         import torch
 
         digest = hashlib.sha256()
+        broken: list[str] = []
         model = self.model_runner.get_model()
         with torch.inference_mode():
             for name, parameter in sorted(model.named_parameters(), key=lambda item: item[0]):
@@ -62,7 +88,11 @@ class WeightsExtension:
                     position = torch.arange(values.numel(), dtype=torch.float64, device=values.device)
                     plain += values.sum().item()
                     weighted += (values * ((position + start) % 8191 + 1)).sum().item()
+                if not (math.isfinite(plain) and math.isfinite(weighted)):
+                    broken.append(name)
                 digest.update(f"{name}:{plain!r}:{weighted!r};".encode())
+        if broken:
+            return f"{_NON_FINITE}{len(broken)}:{', '.join(broken[:3])}"
         return digest.hexdigest()
 
 

@@ -121,13 +121,11 @@ class Stack:
             else:
                 stack._spawn_children()
             stack._serve_head()
+            keys = stack._admin_keys()
             write_admin_keys(
                 stack.plan.head.url,
-                {
-                    engines.instance: engines.api_key
-                    for engines in stack.plan.engines
-                    if engines.weight_updates
-                },
+                keys,
+                {server.name: server.url for server in stack.plan.servers if server.name in keys},
             )
         except BaseException:
             stack.stop()
@@ -416,8 +414,17 @@ class Stack:
         self.ready_s[self.plan.head.name] = time.monotonic() - self._started
 
     def _takes_weight_updates(self, name: str) -> bool:
-        engines = self.plan.engines_of(name)
-        return engines is not None and engines.weight_updates
+        return name in self._admin_keys()
+
+    def _admin_keys(self) -> dict[str, str]:
+        """instance -> the key of its admin routes, for each model server that takes weight updates:
+        over the engines ng_run starts (their key), or over engines at a `base_url` (its api_key)."""
+        keys = {engines.instance: engines.api_key for engines in self.plan.engines if engines.weight_updates}
+        for server in self.plan.servers:
+            at_base_url = self.plan.engines_of(server.name) is None and server.config.get("base_url")
+            if server.name not in keys and at_base_url and server.config.get("weight_updates") is True:
+                keys[server.name] = str(server.config.get("api_key") or "")
+        return keys
 
     def _worker_pids(self, server: ServerPlan) -> list[int]:
         names = (server.worker_name(worker) for worker in range(server.workers))

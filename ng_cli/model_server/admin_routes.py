@@ -19,13 +19,14 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from fastapi import FastAPI, Request
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError
 
 from ng_cli.errors import BadRequestError, NgError
 from ng_cli.servers import JSONResponse
+from ng_cli.upstream.versions import MAX_VERSION
 from ng_cli.upstream.weights import WeightUpdater
 
 __all__ = ["ADMIN_ROUTES", "UnauthorizedError", "install_admin_routes"]
@@ -47,21 +48,25 @@ class UnauthorizedError(NgError):
     http_status = 401
 
 
+Version = Annotated[StrictInt, Field(ge=1, le=MAX_VERSION)]
+"""A JSON integer from 1 to 2**63-1: `true`, `"1"`, `2.0` and `1e30` are refused, not coerced."""
+
+
 class _Update(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
     path: str = Field(min_length=1)
-    version: int = Field(ge=1)
+    version: Version
     mode: Literal["keep", "wait", "abort"] = "keep"
 
 
 class _Begin(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    version: int = Field(ge=1)
+    model_config = ConfigDict(extra="forbid", strict=True)
+    version: Version
     mode: Literal["keep", "wait", "abort"] = "keep"
 
 
 class _Sleep(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
     level: Literal[1, 2] = 1
 
 
@@ -80,16 +85,20 @@ def install_admin_routes(app: FastAPI, weights: WeightUpdater, *, key: str) -> N
                 hint="ng_update_weights finds it in the key file ng_run writes; a remote trainer sets NG_WEIGHTS_KEY",
             )
 
+    async def json_of(request: Request) -> Any:
+        try:
+            return await request.json()
+        except ValueError:
+            raise BadRequestError("the admin request body must be JSON") from None
+
     async def body_of(request: Request, model: type[BaseModel]) -> Any:
         try:
-            return model.model_validate(await request.json())
+            return model.model_validate(await json_of(request))
         except ValidationError as exc:
             problems = "; ".join(
                 f"{'.'.join(str(p) for p in e['loc']) or 'body'}: {e['msg']}" for e in exc.errors()
             )
             raise BadRequestError(f"invalid admin request: {problems}") from None
-        except ValueError:
-            raise BadRequestError("the admin request body must be a JSON object") from None
 
     @app.get(ADMIN_ROUTES["weights"])
     async def weights_status(request: Request) -> JSONResponse:
@@ -111,7 +120,8 @@ def install_admin_routes(app: FastAPI, weights: WeightUpdater, *, key: str) -> N
     @app.post(ADMIN_ROUTES["push"])
     async def push(route: str, request: Request) -> JSONResponse:
         authorize(request)
-        return JSONResponse({"results": await weights.push(route, await request.json())})
+        body = await json_of(request) if await request.body() else None
+        return JSONResponse({"results": await weights.push(route, body)})
 
     @app.post(ADMIN_ROUTES["commit"])
     async def commit(request: Request) -> JSONResponse:

@@ -18,9 +18,9 @@ import urllib.request
 from dataclasses import dataclass, field
 from typing import Any
 
-from ng_cli.errors import ConfigError, UpstreamHTTPError, UpstreamUnavailableError
+from ng_cli.errors import ConfigError, UpstreamHTTPError, UpstreamTimeoutError, UpstreamUnavailableError
 from ng_cli.head import fetch_servers
-from ng_cli.launcher.admin_keys import KEY_ENV, admin_key
+from ng_cli.launcher.admin_keys import KEY_ENV, stored_key
 from ng_cli.model_server.admin_routes import ADMIN_ROUTES
 from ng_cli.protocol.errors import parse_error_body
 from ng_cli.upstream.weights import WeightUpdateError
@@ -66,14 +66,22 @@ class WeightsClient:
         else:
             chosen = updatable
         name = str(chosen[0]["name"])
-        key = admin_key(head_url, name)
-        if key is None:
+        listed = str(chosen[0]["url"]).rstrip("/")
+        stored = stored_key(head_url, name)
+        if stored is None:
             raise ConfigError(
-                f"no key for {name!r}: ng_run's key file for {head_url} is missing (another user's stack, "
-                "or one started elsewhere)",
-                hint=f"export {KEY_ENV} with the instance's configured api_key",
+                f"no key for {name!r}: no running ng_run on this machine left a key file for {head_url} "
+                "(it runs as another user, on another machine, or it was killed)",
+                hint="run this as the user and on the machine that started ng_run; a remote trainer sets "
+                f"api_key on the instance and exports {KEY_ENV} with it",
             )
-        return cls(server=name, url=str(chosen[0]["url"]).rstrip("/"), key=key, timeout_s=timeout_s)
+        if stored.url is not None and stored.url.rstrip("/") != listed:
+            raise ConfigError(
+                f"the head at {head_url} lists {name!r} at {listed}, but the ng_run that holds its key "
+                f"serves it at {stored.url}: the key is not sent",
+                hint="is another stack's head on this port? pass the head_server_url of your ng_run",
+            )
+        return cls(server=name, url=listed, key=stored.key, timeout_s=timeout_s)
 
     def status(self) -> dict[str, Any]:
         return self._call("GET", ADMIN_ROUTES["weights"])
@@ -112,7 +120,19 @@ class WeightsClient:
                 answer = json.loads(response.read() or b"{}")
         except urllib.error.HTTPError as exc:
             raise _error_of(exc, self.server) from None
+        except TimeoutError:
+            raise UpstreamTimeoutError(
+                f"{self.server}: no answer to {method} {route} within {self.timeout_s:g} s",
+                endpoint=self.url,
+                hint="the operation goes on at the model server, to its end or its rollback, whether or not "
+                "anyone waits: ng_status (or GET /admin/weights, `last_outcome`) tells how it ended",
+            ) from None
         except (urllib.error.URLError, OSError) as exc:
+            if isinstance(getattr(exc, "reason", None), TimeoutError):
+                raise UpstreamTimeoutError(
+                    f"{self.server}: no answer to {method} {route} within {self.timeout_s:g} s",
+                    endpoint=self.url,
+                ) from None
             raise UpstreamUnavailableError(
                 f"model server {self.server!r} at {self.url} is unreachable: {getattr(exc, 'reason', exc)}",
                 endpoint=self.url,
@@ -134,6 +154,7 @@ def _error_of(exc: urllib.error.HTTPError, server: str) -> Exception:
             engine=extra.get("engine"),
             rolled_back=bool(extra.get("rolled_back")),
             version=extra.get("version"),
+            rollback_failed=extra.get("rollback_failed") or {},
             hint=extra.get("hint"),
             timings=extra.get("timings") or {},
         )

@@ -146,6 +146,10 @@ class WeightUpdateDeadlines(BaseModel):
     """Resuming generation."""
     push_lease_s: float = Field(default=600.0, gt=0)
     """A tensor push (`begin`) neither committed nor aborted by then is aborted, and calls flow again."""
+    sleep_lease_s: float = Field(default=3600.0, gt=0)
+    """Engines asleep (`/admin/sleep`) with no `wake_up` by then are woken, so calls do not wait forever."""
+    check_s: float = Field(default=30.0, gt=0)
+    """Reading the new checkpoint's headers (a stalled network file system is refused, not waited on)."""
 
 
 class VllmModelConfig(UpstreamConfig):

@@ -15,10 +15,26 @@ from typing import Any, Literal, TypeVar
 from ng_cli.errors import NgError, UpstreamTimeoutError
 from ng_cli.servers.http import HttpClient, Timeouts
 
-__all__ = ["EngineAdmin", "PauseMode", "PhaseError"]
+__all__ = ["NON_FINITE", "EngineAdmin", "PauseMode", "PhaseError", "non_finite"]
 
 PauseMode = Literal["keep", "wait", "abort"]
 T = TypeVar("T")
+
+NON_FINITE = "non-finite:"
+"""How a worker's fingerprint starts when its weights hold NaN or infinite values, followed by the
+count and the first names (`engines/engine_worker.py` writes it: the engine imports nothing of ours)."""
+
+
+def non_finite(fingerprints: list[str]) -> str | None:
+    """Why these workers' weights cannot serve (NaN or inf in them), or None when they are finite."""
+    for fingerprint in fingerprints:
+        if fingerprint.startswith(NON_FINITE):
+            count, _, names = fingerprint[len(NON_FINITE) :].partition(":")
+            return (
+                f"its weights hold NaN or infinite values after loading ({count} tensor(s), e.g. {names}): "
+                "a diverged training step? refused"
+            )
+    return None
 
 
 class PhaseError(NgError):
@@ -56,6 +72,11 @@ class EngineAdmin:
         answer = await self._phase("verify", self._post("/collective_rpc", body, deadline_s), deadline_s)
         return _per_worker(self.root_url, "verify", answer)
 
+    async def clear_kv_cache(self, *, deadline_s: float) -> None:
+        """Zero every KV-cache block of every worker (no state of the old weights survives)."""
+        body = {"method": "ng_clear_kv_cache", "timeout": deadline_s}
+        await self._phase("clear_kv", self._post("/collective_rpc", body, deadline_s), deadline_s)
+
     async def devices(self, *, deadline_s: float) -> list[str]:
         """Each worker's device type (`cuda`, `cpu`)."""
         body = {"method": "ng_device", "timeout": deadline_s}
@@ -79,9 +100,12 @@ class EngineAdmin:
         answer = await self._phase("sleep", self._get("/is_sleeping", deadline_s), deadline_s)
         return bool(isinstance(answer, dict) and answer.get("is_sleeping"))
 
-    async def call(self, route: str, body: Any, *, phase: str, deadline_s: float) -> Any:
+    async def call(
+        self, route: str, body: Any, *, phase: str, deadline_s: float, method: str = "POST"
+    ) -> Any:
         """Any other admin route (the tensor-push routes), under the same rules."""
-        return await self._phase(phase, self._post(route, body, deadline_s), deadline_s)
+        request = self._get(route, deadline_s) if method == "GET" else self._post(route, body, deadline_s)
+        return await self._phase(phase, request, deadline_s)
 
     async def _phase(self, phase: str, call: Awaitable[T], deadline_s: float) -> T:
         try:

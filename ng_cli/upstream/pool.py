@@ -206,6 +206,13 @@ class EndpointPool:
         self.all_down_since = None
         return True
 
+    def readmit(self, endpoint: Endpoint) -> None:
+        """Back in the pool now, cool-down or not: an update just loaded and checked its weights."""
+        endpoint.is_healthy = True
+        endpoint.last_error = None
+        endpoint.consecutive_failures = 0
+        self.all_down_since = None
+
     def cooldown_for(self, consecutive_failures: int) -> float:
         """Seconds out of the pool after this many failures in a row: doubling, capped."""
         exponent = min(max(consecutive_failures - 1, 0), 30)

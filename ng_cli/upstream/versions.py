@@ -19,7 +19,10 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
-__all__ = ["Ticket", "WeightVersions"]
+__all__ = ["MAX_VERSION", "Ticket", "WeightVersions"]
+
+MAX_VERSION = 2**63 - 1
+"""The largest version: every version fits a signed 64-bit integer (JSON readers, Prometheus, pandas)."""
 
 
 @dataclass

@@ -18,6 +18,12 @@ current checkpoint before it serves again (`restore`, from the health prober's r
 
 A trainer that pushes tensors itself (NCCL, CUDA IPC) uses `begin` / `push` / `commit` / `abort`:
 the same gate, pause, verify, cache and version handling around vLLM's weight-transfer routes.
+
+Every operation runs to its end whether or not its caller still waits (`operations.Operations`):
+a client's timeout or Ctrl-C never leaves the engines paused. Weights that hold NaN or infinite
+values are refused at verify (a diverged training step makes them). An engine that cannot be put
+back (its rollback or restore failed: the old checkpoint was deleted, say) is held out of the pool,
+paused, and named in the status; the next update that succeeds loads it too and brings it back.
 """
 
 from __future__ import annotations
@@ -33,16 +39,18 @@ from ng_cli.errors import NgError
 from ng_cli.servers.http import HttpClient
 from ng_cli.upstream.checkpoint import Checkpoint, CheckpointError
 from ng_cli.upstream.config import WeightUpdateDeadlines
-from ng_cli.upstream.engine_admin import EngineAdmin, PauseMode, PhaseError
+from ng_cli.upstream.engine_admin import EngineAdmin, PauseMode, PhaseError, non_finite
+from ng_cli.upstream.operations import Operations
 from ng_cli.upstream.pool import Endpoint, EndpointPool
-from ng_cli.upstream.versions import WeightVersions
+from ng_cli.upstream.versions import MAX_VERSION, WeightVersions
 
 __all__ = ["PUSH_ROUTES", "WeightUpdateError", "WeightUpdater"]
 
 logger = logging.getLogger("ng_cli.upstream")
 
-PUSH_ROUTES = frozenset({"init_weight_transfer_engine", "update_weights", "get_world_size"})
-"""vLLM's tensor-push routes a trainer may reach through `push` (between `begin` and `commit`)."""
+PUSH_ROUTES = {"init_weight_transfer_engine": "POST", "update_weights": "POST", "get_world_size": "GET"}
+"""vLLM's tensor-push routes a trainer may reach through `push` (between `begin` and `commit`),
+with the HTTP method vLLM serves each with."""
 
 
 class WeightUpdateError(NgError):
@@ -61,6 +69,7 @@ class WeightUpdateError(NgError):
         version: int | None = None,
         hint: str | None = None,
         timings: Mapping[str, Mapping[str, float]] | None = None,
+        rollback_failed: Mapping[str, str] | None = None,
     ) -> None:
         super().__init__(message, hint=hint)
         self.phase = phase
@@ -68,12 +77,24 @@ class WeightUpdateError(NgError):
         self.rolled_back = rolled_back
         self.version = version
         self.timings = dict(timings or {})
+        self.rollback_failed = dict(rollback_failed or {})
+        """Engine -> why it could not be put back (held out of the pool until an update succeeds)."""
+        if self.rollback_failed:
+            self.exit_code = 3
+
+    @property
+    def outcome(self) -> str:
+        """How the operation ended, for the status (`operations.Operations.last`)."""
+        if self.rollback_failed:
+            return "rollback_failed"
+        return "rolled_back" if self.rolled_back else "refused"
 
     def envelope_fields(self) -> dict[str, object]:
         return {
             "phase": self.phase,
             "engine": self.engine,
             "rolled_back": self.rolled_back,
+            "rollback_failed": self.rollback_failed,
             "version": self.version,
             "timings": self.timings,
         }
@@ -85,6 +106,10 @@ class _Engine:
     admin: EngineAdmin
     timings: dict[str, float] = field(default_factory=dict)
     paused: bool = False
+    held_out: bool = False
+    """Out of the pool since its rollback or restore failed: this update may bring it back, and its
+    failing again fails only itself (`dropped`), not the update of the engines that serve."""
+    dropped: bool = False
 
     async def timed(self, phase: str, call: Awaitable[Any]) -> Any:
         started = time.perf_counter()
@@ -92,6 +117,20 @@ class _Engine:
             return await call
         finally:
             self.timings[phase] = round(time.perf_counter() - started, 4)
+
+
+@dataclass
+class _Push:
+    """One tensor push, from `begin` to `commit` or `abort` (the lease's too)."""
+
+    engines: list[_Engine]
+    version: int
+    mode: PauseMode
+    started: float
+    in_flight: list[str]
+    state: str = "open"
+    """open, then committing or aborting: whichever comes first owns the push."""
+    lease: asyncio.TimerHandle | None = None
 
 
 class WeightUpdater:
@@ -107,6 +146,7 @@ class WeightUpdater:
         deadlines: WeightUpdateDeadlines,
         boot_path: str | None,
         disk_reason: str | None = None,
+        push_reason: str | None = None,
         ranks_are_shards: bool = False,
     ) -> None:
         self.pool = pool
@@ -119,6 +159,8 @@ class WeightUpdater:
         self.boot_path = boot_path
         self.disk_reason = disk_reason
         """Why updates from disk are refused on these engines (None: they are not)."""
+        self.push_reason = push_reason
+        """Why tensor pushes are refused on these engines (None: they are not)."""
         self.fingerprint: list[str] | None = None
         self.ranks_are_shards = ranks_are_shards
         """The engines are the ranks of one expert-parallel group (external LB): each holds its own
@@ -126,12 +168,13 @@ class WeightUpdater:
         self._fingerprints: dict[str, list[str]] = {}
         """Every engine's fingerprint after the last update, by root URL."""
         self.last: dict[str, Any] | None = None
+        self.operations = Operations()
+        self.held_out: dict[str, str] = {}
+        """Root URL -> why that engine is out of the pool with weights nobody can vouch for."""
         self._reference: Checkpoint | None = None
         self._lock = asyncio.Lock()
-        self._pushing: list[_Engine] | None = None
-        self._lease: asyncio.TimerHandle | None = None
-        self._lease_task: asyncio.Task[dict[str, Any]] | None = None
-        self._sleeping = False
+        self._push: _Push | None = None
+        self._sleeping: asyncio.TimerHandle | None = None
 
     # -- status --------------------------------------------------------------------------------
 
@@ -142,21 +185,28 @@ class WeightUpdater:
             "admitting": self.versions.is_admitting,
             "in_flight": len(self.versions.in_flight()),
             "updating": self._lock.locked(),
-            "pushing": self._pushing is not None,
-            "sleeping": self._sleeping,
+            "running": self.operations.running,
+            "pushing": self._push is not None,
+            "sleeping": self._sleeping is not None,
             "engines": [endpoint.root_url for endpoint in self.pool.endpoints],
+            "serving": [endpoint.root_url for endpoint in self.pool.endpoints if endpoint.is_healthy],
+            "held_out": dict(self.held_out),
             "fingerprint": self.fingerprint,
             "last_update": self.last,
+            "last_outcome": self.operations.last,
         }
 
     # -- from a checkpoint directory -----------------------------------------------------------
 
     async def update(self, path: str, version: int, mode: PauseMode = "keep") -> dict[str, Any]:
         """Every engine on the checkpoint at `path`, served as `version` from now on."""
+        return await self.operations.run("update", self._update(path, version, mode), version=version)
+
+    async def _update(self, path: str, version: int, mode: PauseMode) -> dict[str, Any]:
         self._refuse_if_busy()
         async with self._lock:
             self._check_version(version)
-            checkpoint = self._checked_checkpoint(path)
+            checkpoint = await self._checked_checkpoint(path)
             engines = self._engines()
             started = time.perf_counter()
             self.versions.close()
@@ -167,9 +217,7 @@ class WeightUpdater:
                 )
                 self._verify(engines, fingerprints)
             except PhaseError as error:
-                await self._roll_back(engines)
-                self.versions.open()
-                raise self._failed(error, version, engines) from None
+                raise await self._rolled_back(error, version, engines) from None
             result = await self._finish(
                 engines, version, mode=mode, started=started, in_flight_at_pause=in_flight_at_pause
             )
@@ -182,37 +230,50 @@ class WeightUpdater:
     async def restore(self, endpoint: Endpoint) -> str | None:
         """Bring an engine that (re)joins to the current checkpoint, resumed; None when it holds it now.
 
-        Waits for an update in progress (else it could load the checkpoint being replaced)."""
+        Waits for an update in progress (else it could load the checkpoint being replaced). An
+        engine that cannot be brought there stays held out, paused, until an update loads it."""
         async with self._lock:
-            if self.path is None:
-                return (
-                    None
-                    if self.versions.version == 0
-                    else "its weights were pushed, not loaded from disk: push again"
-                )
-            admin = EngineAdmin(self.http, endpoint.root_url, headers=self.headers)
-            try:
-                if self.path != self.boot_path or self.versions.version != 0:
-                    fingerprint = await admin.reload(self.path, deadline_s=self.deadlines.reload_s)
-                    expected = self._expected(endpoint.root_url)
-                    if expected is not None and fingerprint != expected:
-                        return f"its weights after loading version {self.versions.version} differ from the other engines'"
-                    await admin.reset_prefix_cache(deadline_s=self.deadlines.reset_s)
-                    logger.warning(
-                        "engine %s rejoined and loaded version %d (%s) before serving",
-                        endpoint.root_url, self.versions.version, self.path,
-                    )  # fmt: skip
-                await admin.resume(
-                    deadline_s=self.deadlines.resume_s
-                )  # an engine left paused by a failed resume
-            except PhaseError as error:
-                return f"could not load the current weights (version {self.versions.version}): {error.reason}"
-            return None
+            reason = await self._restore(endpoint)
+            if reason is None:
+                self.held_out.pop(endpoint.root_url, None)
+            else:
+                self.held_out[endpoint.root_url] = reason
+            return reason
+
+    async def _restore(self, endpoint: Endpoint) -> str | None:
+        if self.path is None:
+            return (
+                None
+                if self.versions.version == 0
+                else "its weights were pushed, not loaded from disk: push again"
+            )
+        admin = EngineAdmin(self.http, endpoint.root_url, headers=self.headers)
+        try:
+            if self.path != self.boot_path or self.versions.version != 0:
+                await self._still_there(endpoint.root_url, "restore")
+                fingerprint = await admin.reload(self.path, deadline_s=self.deadlines.reload_s)
+                expected = self._expected(endpoint.root_url)
+                if expected is not None and fingerprint != expected:
+                    return f"its weights after loading version {self.versions.version} differ from the other engines'"
+                await admin.reset_prefix_cache(deadline_s=self.deadlines.reset_s)
+                logger.warning(
+                    "engine %s rejoined and loaded version %d (%s) before serving",
+                    endpoint.root_url, self.versions.version, self.path,
+                )  # fmt: skip
+            await admin.resume(deadline_s=self.deadlines.resume_s)  # an engine left paused by a failed resume
+        except PhaseError as error:
+            return f"could not load the current weights (version {self.versions.version}): {error.reason}"
+        return None
 
     # -- for trainers that push tensors --------------------------------------------------------
 
     async def begin(self, version: int, mode: PauseMode = "keep") -> dict[str, Any]:
         """Stop admitting, pause every engine and open vLLM's weight update; `commit` or `abort` next."""
+        return await self.operations.run("begin", self._begin(version, mode), version=version)
+
+    async def _begin(self, version: int, mode: PauseMode) -> dict[str, Any]:
+        if self.push_reason is not None:
+            raise WeightUpdateError(self.push_reason, phase="admit", version=self.versions.version)
         self._refuse_if_busy()
         await self._lock.acquire()
         try:
@@ -229,90 +290,95 @@ class WeightUpdater:
                     ),
                 )
             except PhaseError as error:
-                await self._roll_back(engines)
-                self.versions.open()
-                raise self._failed(error, version, engines) from None
+                raise await self._rolled_back(error, version, engines) from None
         except BaseException:
             self._lock.release()
             raise
-        self._pushing = engines
-        self._push_version, self._push_mode, self._push_started = version, mode, time.perf_counter()
-        self._push_in_flight = in_flight
-        self._lease = asyncio.get_running_loop().call_later(
-            self.deadlines.push_lease_s, self._lease_expired, engines
+        push = _Push(engines, version, mode, time.perf_counter(), in_flight)
+        push.lease = asyncio.get_running_loop().call_later(
+            self.deadlines.push_lease_s, self._lease_expired, push
         )
+        self._push = push
         return {
             "version": version,
-            "engines": [e.endpoint.root_url for e in engines],
+            "engines": [e.endpoint.root_url for e in self._live(engines)],
             "in_flight_at_pause": in_flight,
         }
 
     async def push(self, route: str, body: Any) -> list[Any]:
         """Forward one tensor-push call (`PUSH_ROUTES`) to every paused engine."""
-        if self._pushing is None:
-            raise WeightUpdateError("no tensor push is open: call begin first", phase="push")
-        if route not in PUSH_ROUTES:
+        push = self._open_push()
+        method = PUSH_ROUTES.get(route)
+        if method is None:
             raise WeightUpdateError(
                 f"{route!r} is not a tensor-push route ({', '.join(sorted(PUSH_ROUTES))})", phase="push"
             )
-        engines = self._pushing
         return await self._all(
             "push",
-            engines,
-            lambda e: e.admin.call(f"/{route}", body, phase="push", deadline_s=self.deadlines.reload_s),
+            push.engines,
+            lambda e: e.admin.call(
+                f"/{route}", body, phase="push", deadline_s=self.deadlines.reload_s, method=method
+            ),
         )
 
     async def commit(self) -> dict[str, Any]:
         """Close vLLM's update, verify, reset caches, set the version, resume, admit."""
-        engines = self._open_push()
-        version = self._push_version
+        push = self._own_push("committing")
+        return await self.operations.run("commit", self._commit(push), version=push.version)
+
+    async def _commit(self, push: _Push) -> dict[str, Any]:
+        engines = push.engines
         try:
-            await self._all(
-                "finish",
-                engines,
-                lambda e: e.admin.call(
-                    "/finish_weight_update", None, phase="finish", deadline_s=self.deadlines.reload_s
-                ),
+            try:
+                await self._all(
+                    "finish",
+                    engines,
+                    lambda e: e.admin.call(
+                        "/finish_weight_update", None, phase="finish", deadline_s=self.deadlines.reload_s
+                    ),
+                )
+                fingerprints = await self._all(
+                    "verify", engines, lambda e: e.admin.fingerprint(deadline_s=self.deadlines.verify_s)
+                )
+                self._verify(engines, fingerprints)
+            except PhaseError as error:
+                raise await self._rolled_back(error, push.version, engines, gate=False) from None
+            result = await self._finish(
+                engines, push.version, mode=push.mode, started=push.started, in_flight_at_pause=push.in_flight
             )
-            fingerprints = await self._all(
-                "verify", engines, lambda e: e.admin.fingerprint(deadline_s=self.deadlines.verify_s)
-            )
-            self._verify(engines, fingerprints)
-        except PhaseError as error:
-            await self._roll_back(engines)
-            self._close_push()
-            raise self._failed(error, version, engines) from None
-        result = await self._finish(
-            engines,
-            version,
-            mode=self._push_mode,
-            started=self._push_started,
-            in_flight_at_pause=self._push_in_flight,
-        )
-        self.path = None
-        self._remember(engines, fingerprints)
-        self.last = result
-        self._close_push()
-        return result
+            self.path = None
+            self._remember(engines, fingerprints)
+            self.last = result
+            return result
+        finally:
+            self._close_push(push)
 
     async def abort(self) -> dict[str, Any]:
         """Give up a tensor push: the weights from before come back where they can, the version stays."""
-        engines = self._open_push()
-        for engine in engines:
-            try:
-                await engine.admin.call(
-                    "/finish_weight_update", None, phase="finish", deadline_s=self.deadlines.reload_s
-                )
-            except PhaseError as error:
-                logger.warning("abort: %s", error.message)
-        problems = await self._roll_back(engines)
-        self._close_push()
+        push = self._own_push("aborting")
+        return await self.operations.run("abort", self._abort(push), version=push.version)
+
+    async def _abort(self, push: _Push) -> dict[str, Any]:
+        try:
+            for engine in self._live(push.engines):
+                try:
+                    await engine.admin.call(
+                        "/finish_weight_update", None, phase="finish", deadline_s=self.deadlines.reload_s
+                    )
+                except PhaseError as error:
+                    logger.warning("abort: %s", error.message)
+            problems = await self._roll_back(push.engines)
+        finally:
+            self._close_push(push)
         return {"version": self.versions.version, "rolled_back": not problems, "problems": problems}
 
     # -- sleep and wake (a trainer sharing the GPU) --------------------------------------------
 
     async def sleep(self, level: int) -> dict[str, Any]:
         """Drain, then free the engines' GPU memory (level 1: weights offloaded, 2: discarded)."""
+        return await self.operations.run("sleep", self._sleep(level))
+
+    async def _sleep(self, level: int) -> dict[str, Any]:
         self._refuse_if_busy()
         async with self._lock:
             engines = self._engines()
@@ -333,10 +399,12 @@ class WeightUpdater:
                     "resume", engines, lambda e: e.admin.resume(deadline_s=self.deadlines.resume_s)
                 )
                 self.versions.open()
-                raise self._failed(error, self.versions.version, engines) from None
-            self._sleeping = True
+                raise self._failed(error, self.versions.version, engines, {}) from None
+            lease_s = self.deadlines.sleep_lease_s
+            self._sleeping = asyncio.get_running_loop().call_later(lease_s, self._sleep_lease_expired)
             result: dict[str, Any] = {
                 "level": level,
+                "lease_s": lease_s,
                 "timings": {e.endpoint.root_url: e.timings for e in engines},
             }
             if not all(sleeping) or any("cpu" in workers for workers in devices):
@@ -346,31 +414,64 @@ class WeightUpdater:
             return result
 
     async def wake_up(self) -> dict[str, Any]:
-        engines = self._engines()
-        try:
-            await self._all("wake_up", engines, lambda e: e.admin.wake_up(deadline_s=self.deadlines.reload_s))
-            await self._all("resume", engines, lambda e: e.admin.resume(deadline_s=self.deadlines.resume_s))
-        finally:
-            self._sleeping = False
-            self.versions.open()
-        return {"timings": {e.endpoint.root_url: e.timings for e in engines}}
+        """Back from `sleep`: weights reloaded where they were discarded, engines resumed, admitting."""
+        return await self.operations.run("wake_up", self._wake_up())
+
+    async def _wake_up(self) -> dict[str, Any]:
+        if self._sleeping is None:
+            raise WeightUpdateError(
+                "the engines are not asleep"
+                + (" (an update, push or sleep is in progress)" if self._lock.locked() else ""),
+                phase="admit",
+                version=self.versions.version,
+            )
+        async with self._lock:
+            if self._sleeping is None:  # another wake_up got there first
+                return {"timings": {}}
+            self._sleeping.cancel()
+            engines = self._engines()
+            try:
+                await self._all(
+                    "wake_up", engines, lambda e: e.admin.wake_up(deadline_s=self.deadlines.reload_s)
+                )
+                await self._all(
+                    "resume", engines, lambda e: e.admin.resume(deadline_s=self.deadlines.resume_s)
+                )
+            finally:
+                self._sleeping = None
+                self.versions.open()
+            return {"timings": {e.endpoint.root_url: e.timings for e in engines}}
+
+    def _sleep_lease_expired(self) -> None:
+        """Asleep past `sleep_lease_s` with no wake_up: wake, so calls do not wait forever."""
+        logger.error(
+            "the engines slept %g s (sleep_lease_s) with no wake_up: waking them",
+            self.deadlines.sleep_lease_s,
+        )
+        asyncio.get_running_loop().create_task(self.wake_up())
 
     # -- the phases ----------------------------------------------------------------------------
 
     def _refuse_if_busy(self) -> None:
-        if self._sleeping:
+        if self._sleeping is not None:
             raise WeightUpdateError(
                 "the engines are asleep (POST /admin/sleep): wake them first (POST /admin/wake_up)",
                 phase="admit",
             )
         if self._lock.locked():
+            running = self.operations.running
             raise WeightUpdateError(
-                "another weight update (or sleep, or tensor push) is in progress on this model server",
+                "another weight update (or sleep, or tensor push) is in progress on this model server"
+                + (f": {running['operation']}, in phase {running['phase']}" if running else ""),
                 phase="admit",
-                hint="wait for it to finish; updates are applied one at a time",
+                hint="wait for it to finish (GET /admin/weights tells); updates are applied one at a time",
             )
 
     def _check_version(self, version: int) -> None:
+        if isinstance(version, bool) or not isinstance(version, int) or not 1 <= version <= MAX_VERSION:
+            raise WeightUpdateError(
+                f"version {version!r} is not an integer from 1 to {MAX_VERSION}", phase="admit"
+            )
         if version <= self.versions.version:
             raise WeightUpdateError(
                 f"version {version} is not newer than the version served now ({self.versions.version})",
@@ -379,12 +480,23 @@ class WeightUpdater:
                 hint="versions only go up (staleness is counted in versions): use the trainer's step number",
             )
 
-    def _checked_checkpoint(self, path: str) -> Checkpoint:
+    async def _checked_checkpoint(self, path: str) -> Checkpoint:
+        """The checkpoint's headers checked against the model's, read off the event loop and under
+        `check_s` (a file whose read blocks, on a stalled network file system, must not stop calls)."""
         if self.disk_reason is not None:
             raise WeightUpdateError(self.disk_reason, phase="check", version=self.versions.version)
         try:
-            checkpoint = Checkpoint.read(path)
-            problems = checkpoint.differences(self._reference_checkpoint())
+            checkpoint, reference = await asyncio.wait_for(
+                asyncio.to_thread(self._read_checkpoints, path), self.deadlines.check_s
+            )
+            problems = checkpoint.differences(reference)
+        except TimeoutError:
+            raise WeightUpdateError(
+                f"refused before any engine was touched: reading the headers of {path} took over "
+                f"{self.deadlines.check_s:g} s (check_s): is its file system stalled?",
+                phase="check",
+                version=self.versions.version,
+            ) from None
         except CheckpointError as error:
             raise WeightUpdateError(
                 f"refused before any engine was touched: {error.message}",
@@ -400,7 +512,9 @@ class WeightUpdater:
             )
         return checkpoint
 
-    def _reference_checkpoint(self) -> Checkpoint:
+    def _read_checkpoints(self, path: str) -> tuple[Checkpoint, Checkpoint]:
+        """(the new checkpoint, the one the model started from): in a worker thread."""
+        checkpoint = Checkpoint.read(path)
         if self._reference is None:
             reference = self.path or self.boot_path
             if reference is None:
@@ -408,13 +522,32 @@ class WeightUpdater:
                     "no checkpoint on disk to compare with (the engines' weights were pushed)"
                 )
             self._reference = Checkpoint.read(reference)
-        return self._reference
+        return checkpoint, self._reference
+
+    async def _still_there(self, engine: str, phase: str) -> None:
+        """The current checkpoint is still on disk (a trainer's rotation may have deleted it)."""
+        assert self.path is not None
+        try:
+            await asyncio.wait_for(asyncio.to_thread(Checkpoint.read, self.path), self.deadlines.check_s)
+        except TimeoutError:
+            raise PhaseError(
+                engine, phase, f"reading {self.path} took over {self.deadlines.check_s:g} s"
+            ) from None
+        except CheckpointError as error:
+            raise PhaseError(
+                engine, phase, f"the checkpoint of version {self.versions.version} is gone: {error.message}"
+            ) from None
 
     def _engines(self) -> list[_Engine]:
+        """The engines an operation covers: those in the pool, and those held out for their weights."""
         engines = [
-            _Engine(endpoint, EngineAdmin(self.http, endpoint.root_url, headers=self.headers))
+            _Engine(
+                endpoint,
+                EngineAdmin(self.http, endpoint.root_url, headers=self.headers),
+                held_out=endpoint.root_url in self.held_out and not endpoint.is_healthy,
+            )
             for endpoint in self.pool.endpoints
-            if endpoint.is_healthy
+            if endpoint.is_healthy or endpoint.root_url in self.held_out
         ]
         if not engines:
             raise WeightUpdateError(
@@ -444,19 +577,34 @@ class WeightUpdater:
         in_flight_at_pause: list[str],
     ) -> dict[str, Any]:
         """Reset caches, set the version, resume, admit: from here on the update stands."""
-        cache_reset = await asyncio.gather(*(self._reset(engine) for engine in engines))
+        self.operations.phase("resume")
+        live = self._live(engines)
+        cache_reset = await asyncio.gather(
+            *(self._reset(engine, clear_kv=mode != "keep" or not in_flight_at_pause) for engine in live)
+        )
         previous = self.versions.version
         spanning = self.versions.set_version(version)
         problems = await self._all_quietly(
-            "resume", engines, lambda e: e.admin.resume(deadline_s=self.deadlines.resume_s)
+            "resume", live, lambda e: e.admin.resume(deadline_s=self.deadlines.resume_s)
         )
-        for engine_url, reason in problems.items():
-            endpoint = next(e.endpoint for e in engines if e.endpoint.root_url == engine_url)
-            self.pool.record_failure(
-                endpoint,
-                f"did not resume after the update to version {version}: {reason}",
-                now=time.monotonic(),
-            )
+        for engine in live:
+            if engine.endpoint.root_url in problems:
+                self.pool.record_failure(
+                    engine.endpoint,
+                    f"did not resume after the update to version {version}: {problems[engine.endpoint.root_url]}",
+                    now=time.monotonic(),
+                )
+            elif engine.held_out:  # it holds the new weights, checked: back in the pool
+                self.held_out.pop(engine.endpoint.root_url, None)
+                self.pool.readmit(engine.endpoint)
+                logger.warning(
+                    "engine %s is back in the pool on version %d", engine.endpoint.root_url, version
+                )
+        for engine in engines:
+            if engine.dropped:
+                problems[engine.endpoint.root_url] = (
+                    f"still held out: {self.held_out.get(engine.endpoint.root_url)}"
+                )
         self.versions.open()
         window = time.perf_counter() - started
         result = {
@@ -472,26 +620,32 @@ class WeightUpdater:
         }
         logger.warning(
             "weights: version %d -> %d on %d engine(s) in %.3f s (%d call(s) span the update)",
-            previous, version, len(engines), window, len(spanning),
+            previous, version, len(live), window, len(spanning),
         )  # fmt: skip
         return result
 
-    async def _reset(self, engine: _Engine) -> bool:
+    async def _reset(self, engine: _Engine, *, clear_kv: bool) -> bool:
+        """Drop the prefix cache's blocks and, with no call kept in flight, zero them: contents computed
+        under the old weights (NaN from weights that overflowed) must not reach a later call."""
         try:
-            return bool(
+            reset = bool(
                 await engine.timed(
                     "reset_cache", engine.admin.reset_prefix_cache(deadline_s=self.deadlines.reset_s)
                 )
             )
+            if clear_kv:
+                await engine.timed("clear_kv", engine.admin.clear_kv_cache(deadline_s=self.deadlines.reset_s))
+            return reset
         except PhaseError as error:  # calls are salted by version, so an old cache is never hit anyway
             logger.warning("%s", error.message)
             return False
 
     def _remember(self, engines: list[_Engine], fingerprints: Sequence[list[str]]) -> None:
+        live = self._live(engines)
         self.fingerprint = fingerprints[0]
         self._fingerprints = {
             engine.endpoint.root_url: fingerprint
-            for engine, fingerprint in zip(engines, fingerprints, strict=True)
+            for engine, fingerprint in zip(live, fingerprints, strict=True)
         }
 
     def _expected(self, root_url: str) -> list[str] | None:
@@ -501,26 +655,37 @@ class WeightUpdater:
         return self.fingerprint
 
     def _verify(self, engines: list[_Engine], fingerprints: Sequence[list[str]]) -> None:
+        """Every engine's weights finite, and equal across engines (ranks that shard experts: each its own)."""
+        live = self._live(engines)
+        for engine, fingerprint in zip(live, fingerprints, strict=True):
+            problem = non_finite(fingerprint)
+            if problem is not None:
+                raise PhaseError(engine.endpoint.root_url, "verify", problem)
         if self.ranks_are_shards:  # each rank loaded its own experts: nothing to compare across them
             return
         first = fingerprints[0]
-        for engine, fingerprint in zip(engines, fingerprints, strict=True):
+        for engine, fingerprint in zip(live, fingerprints, strict=True):
             if fingerprint != first:
                 raise PhaseError(
                     engine.endpoint.root_url,
                     "verify",
-                    f"its weights differ from {engines[0].endpoint.root_url}'s after the same load",
+                    f"its weights differ from {live[0].endpoint.root_url}'s after the same load",
                 )
 
     async def _roll_back(self, engines: list[_Engine]) -> dict[str, str]:
-        """Every paused engine back on the checkpoint from before, checked, and resumed."""
+        """Every paused engine back on the checkpoint from before, checked, and resumed; engine ->
+        why it could not be (it stays paused, held out of the pool, until an update loads it)."""
+        self.operations.phase("rollback")
         problems: dict[str, str] = {}
 
         async def back(engine: _Engine) -> None:
             if not engine.paused:
                 return
+            if engine.held_out:  # its weights were unknown before: it stays held out, paused
+                return
             try:
                 if self.path is not None:
+                    await self._still_there(engine.endpoint.root_url, "rollback")
                     fingerprint = await engine.admin.reload(self.path, deadline_s=self.deadlines.reload_s)
                     expected = self._expected(engine.endpoint.root_url)
                     if expected is not None and fingerprint != expected:
@@ -531,6 +696,7 @@ class WeightUpdater:
                 await engine.admin.resume(deadline_s=self.deadlines.resume_s)
             except PhaseError as error:
                 problems[engine.endpoint.root_url] = error.reason
+                self.held_out[engine.endpoint.root_url] = f"rollback failed: {error.reason}"
                 self.pool.record_failure(
                     engine.endpoint, f"rollback failed: {error.reason}", now=time.monotonic()
                 )
@@ -538,27 +704,63 @@ class WeightUpdater:
         await asyncio.gather(*(back(engine) for engine in engines))
         return problems
 
-    def _failed(self, error: PhaseError, version: int, engines: list[_Engine]) -> WeightUpdateError:
+    async def _rolled_back(
+        self, error: PhaseError, version: int, engines: list[_Engine], *, gate: bool = True
+    ) -> WeightUpdateError:
+        """Roll every engine back, admit again (unless the push's close does), and say how it went."""
+        problems = await self._roll_back(engines)
+        if gate:
+            self.versions.open()
+        return self._failed(error, version, engines, problems)
+
+    def _failed(
+        self, error: PhaseError, version: int, engines: list[_Engine], problems: Mapping[str, str]
+    ) -> WeightUpdateError:
+        back = [e.endpoint.root_url for e in engines if e.endpoint.root_url not in problems]
+        where = f"version {self.versions.version}" + (f" ({self.path})" if self.path else "")
+        if not problems:
+            told = f"every engine is back on {where}"
+            if self.held_out:
+                told = f"every engine that served is back on {where} ({len(self.held_out)} still held out)"
+        else:
+            told = (
+                "ROLLBACK FAILED on "
+                + "; ".join(f"{url}: {reason}" for url, reason in problems.items())
+                + f". {'That engine is' if len(problems) == 1 else 'Those engines are'} held out of the pool, "
+                "paused, until an update succeeds on them (send the next checkpoint)"
+                + (f"; {', '.join(back)} back on {where}" if back else "; no engine serves now")
+            )
         return WeightUpdateError(
             f"update to version {version} failed on engine {error.engine} in phase {error.phase}: {error.reason}; "
-            f"every engine is back on version {self.versions.version}"
-            + (f" ({self.path})" if self.path else ""),
+            + told,
             phase=error.phase,
             engine=error.engine,
-            rolled_back=True,
+            rolled_back=not problems,
             version=self.versions.version,
             timings={e.endpoint.root_url: e.timings for e in engines},
+            rollback_failed=problems,
         )
 
     async def _all(
         self, phase: str, engines: list[_Engine], call: Callable[[_Engine], Awaitable[Any]]
     ) -> list[Any]:
-        """`call` on every engine at once, timed; the first failure (after all ended) is raised."""
-        results = await _gathered(phase, engines, call)
-        for result in results:
+        """`call` on every live engine at once, timed; the first failure (after all ended) is raised.
+
+        A held-out engine that fails is dropped from the operation instead: it stays held out."""
+        self.operations.phase(phase)
+        live = self._live(engines)
+        results = await _gathered(phase, live, call)
+        for engine, result in zip(live, results, strict=True):
+            if isinstance(result, PhaseError) and engine.held_out:
+                logger.warning("held-out engine %s: %s", engine.endpoint.root_url, result.message)
+                engine.dropped = True
+        kept = [result for engine, result in zip(live, results, strict=True) if not engine.dropped]
+        for result in kept:
             if isinstance(result, BaseException):
                 raise result
-        return results
+        if not self._live(engines):
+            raise PhaseError("every engine", phase, "no engine is up: each one held out failed again")
+        return kept
 
     async def _all_quietly(
         self, phase: str, engines: list[_Engine], call: Callable[[_Engine], Awaitable[Any]]
@@ -571,24 +773,44 @@ class WeightUpdater:
             if isinstance(result, BaseException)
         }
 
-    def _open_push(self) -> list[_Engine]:
-        if self._pushing is None:
-            raise WeightUpdateError("no tensor push is open: call begin first", phase="push")
-        return self._pushing
+    @staticmethod
+    def _live(engines: list[_Engine]) -> list[_Engine]:
+        return [engine for engine in engines if not engine.dropped]
 
-    def _lease_expired(self, engines: list[_Engine]) -> None:
+    def _open_push(self) -> _Push:
+        if self._push is None:
+            raise WeightUpdateError("no tensor push is open: call begin first", phase="push")
+        if self._push.state != "open":
+            raise WeightUpdateError(
+                f"the tensor push to version {self._push.version} is {self._push.state} already", phase="push"
+            )
+        return self._push
+
+    def _own_push(self, state: str) -> _Push:
+        """The open push, now owned by a commit or an abort: its lease can no longer fire."""
+        push = self._open_push()
+        push.state = state
+        if push.lease is not None:
+            push.lease.cancel()
+        return push
+
+    def _lease_expired(self, push: _Push) -> None:
         """A push neither committed nor aborted in time: abort it, so calls are admitted again."""
-        if self._pushing is engines:
+        if self._push is push and push.state == "open":
             logger.error(
                 "tensor push to version %d neither committed nor aborted within %g s: aborting it",
-                self._push_version, self.deadlines.push_lease_s,
+                push.version, self.deadlines.push_lease_s,
             )  # fmt: skip
-            self._lease_task = asyncio.get_running_loop().create_task(self.abort())
+            push.state = "aborting"
+            asyncio.get_running_loop().create_task(
+                self.operations.run("abort", self._abort(push), version=push.version)
+            )
 
-    def _close_push(self) -> None:
-        if self._lease is not None:
-            self._lease.cancel()
-        self._pushing = None
+    def _close_push(self, push: _Push) -> None:
+        """The push is over: admit again and release the lock, once, and only if it is still this push's."""
+        if self._push is not push:
+            return
+        self._push = None
         self.versions.open()
         self._lock.release()
 

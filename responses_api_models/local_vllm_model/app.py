@@ -80,6 +80,13 @@ class LocalVllmModel(VllmModelServer[LocalVllmModelConfig]):
                 if dummy
                 else None
             ),
+            push_reason=(
+                f"'{self.name}' takes no tensor push: its engines started without a weight transfer "
+                "backend (set weight_transfer: nccl or ipc and restart ng_run), so vLLM would fail "
+                "/start_weight_update; update from a checkpoint directory instead (ng_update_weights)"
+                if config.weight_transfer == "none" and config.launches_engines
+                else None
+            ),
         )
 
     @override
