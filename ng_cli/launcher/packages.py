@@ -14,7 +14,8 @@ those are never changed under the stack.
 Without the option, an unmet requirement is a warning naming the server and its line. With it,
 met requirements need no pip and no network (read from the environment's own metadata); only the
 unmet ones are given to one pip run, with ng_cli's own dependencies pinned at their installed
-versions. `+dry_run=true` says what would be installed and installs nothing.
+versions. `+dry_run=true` says what would be installed and installs nothing. A URL's credentials
+are shown as `***` in every message.
 """
 
 from __future__ import annotations
@@ -124,7 +125,7 @@ def ensure_requirement_files(
     if not install:
         for item in outcome.missing:
             warn(
-                f"{item.where}  server '{item.server}' needs '{item.line}', which is not installed "
+                f"{item.where}  server '{item.server}' needs '{item.shown}', which is not installed "
                 f"here; ng_run +{INSTALL_OPTION}=true installs it"
             )
         return outcome
@@ -147,16 +148,17 @@ def ensure_requirement_files(
         say(f"requirements: all {len(outcome.required)} of {len(outcome.files)} server(s) already met")
         return outcome
     lines = list(dict.fromkeys(item.line for item in outcome.missing))
+    shown = "; ".join(dict.fromkeys(item.shown for item in outcome.missing))
     servers = list(dict.fromkeys(item.server for item in outcome.missing))
     if dry_run:
-        say(f"requirements: would install for {', '.join(servers)}: {'; '.join(lines)}")
+        say(f"requirements: would install for {', '.join(servers)}: {shown}")
         return outcome
     pins = [
         f"{name}=={version}" if version else str(requirement)
         for name, (requirement, version) in sorted(protected.items())
         if version or not own_at_installed
     ]
-    say(f"requirements: installing for {', '.join(servers)}: {'; '.join(lines)}")
+    say(f"requirements: installing for {', '.join(servers)}: {shown}")
     with tempfile.TemporaryDirectory(prefix="ng_requirements-") as work:
         pip_install(
             python, pins + lines, work_dir=Path(work), on_line=lambda line: say(f"[pip] {line}"),
