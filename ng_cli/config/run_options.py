@@ -31,6 +31,9 @@ class RunOptions(CommandOptions):
     install_requirements: bool = False
     """true: pip-install what the servers' requirements.txt name and this environment lacks, before
     anything starts (one environment for the stack; conflicts refused by name; docs/running.md)."""
+    install_requirements_timeout_s: float = Field(default=1800.0, gt=0)
+    """Seconds pip may run for the servers' requirements before it is stopped (its whole process
+    group) and ng_run exits with pip's last lines, nothing started."""
     ray: dict[str, Any] | str | None = None
     """The Ray cluster to run engines and servers on ({address: local|auto|host:port, ...}; docs/ray.md)."""
 

@@ -14,8 +14,9 @@ those are never changed under the stack.
 Without the option, an unmet requirement is a warning naming the server and its line. With it,
 met requirements need no pip and no network (read from the environment's own metadata); only the
 unmet ones are given to one pip run, with ng_cli's own dependencies pinned at their installed
-versions. `+dry_run=true` says what would be installed and installs nothing. A URL's credentials
-are shown as `***` in every message.
+versions. `+dry_run=true` says what would be installed and installs nothing. pip runs for at most
+`+install_requirements_timeout_s`, and a SIGTERM or Ctrl-C to ng_run ends it (its whole process
+group) before ng_run exits. A URL's credentials are shown as `***` in every message.
 """
 
 from __future__ import annotations
@@ -32,8 +33,10 @@ from packaging.requirements import Requirement
 
 from ng_cli.config.compose import ComposedConfig
 from ng_cli.config.paths import implementation_dir
+from ng_cli.config.run_options import RunOptions
 from ng_cli.errors import ConfigError, LaunchError
-from ng_cli.packages.environment import pip_install, probe
+from ng_cli.launcher.signals import StopSignals, exit_code_for
+from ng_cli.packages.environment import PIP_TIMEOUT_S, pip_install, probe
 from ng_cli.packages.requirements import ServerRequirement, read_requirements, requirements_file
 from ng_cli.packages.resolve import conflicts, is_satisfied, protected_requirements
 
@@ -43,6 +46,7 @@ __all__ = [
     "ensure_requirement_files",
     "ensure_requirements",
     "requirement_files",
+    "run_packages_step",
 ]
 
 INSTALL_OPTION = "install_requirements"
@@ -87,6 +91,29 @@ class _StepOptions(TypedDict, total=False):
     warn: Callable[[str], None]
     env: Mapping[str, str] | None
     own_at_installed: bool
+    pip_timeout_s: float
+    should_stop: Callable[[], bool]
+
+
+def run_packages_step(
+    config: ComposedConfig, options: RunOptions, *, say: Callable[[str], None], warn: Callable[[str], None]
+) -> int | None:
+    """ng_run's packages step under `StopSignals`: a SIGTERM or SIGINT while it runs stops pip
+    (its process group ended and waited for) and returns ng_run's exit code for that signal;
+    None when the step is done and the stack may start."""
+    with StopSignals() as signals:
+        try:
+            ensure_requirements(
+                config, install=options.install_requirements, dry_run=options.dry_run, say=say, warn=warn,
+                pip_timeout_s=options.install_requirements_timeout_s, should_stop=signals.requested,
+            )  # fmt: skip
+        except LaunchError:
+            if signals.signum is None:
+                raise
+        if signals.signum is None:
+            return None
+        say("requirements: stopped by a signal; nothing was started")
+        return exit_code_for(signals.signum)
 
 
 def ensure_requirements(config: ComposedConfig, **options: Unpack[_StepOptions]) -> RequirementsOutcome:
@@ -105,6 +132,8 @@ def ensure_requirement_files(
     warn: Callable[[str], None] = print,
     env: Mapping[str, str] | None = None,
     own_at_installed: bool = True,
+    pip_timeout_s: float = PIP_TIMEOUT_S,
+    should_stop: Callable[[], bool] = lambda: False,
 ) -> RequirementsOutcome:
     """The step for given files (server instance -> requirements.txt): for a caller that knows
     the folders itself, such as a harness serving NeMo Gym's folders from NeMo Gym's root.
@@ -114,7 +143,10 @@ def ensure_requirement_files(
     requirements name are then held to the ranges ng_cli declares rather than to the versions
     installed, since a version installed there shadows ours only in that server's process
     (math-verify==0.8.0 for a server whose stack runs 0.9.0; ng_cli asks for >=0.7); the others
-    stay pinned where they are (pip need not reconsider them)."""
+    stay pinned where they are (pip need not reconsider them).
+
+    pip runs for at most `pip_timeout_s` and is stopped (its whole process group, waited for)
+    as soon as `should_stop()` is true; either is a LaunchError."""
     outcome = RequirementsOutcome(files=dict(files))
     for server, path in outcome.files.items():
         outcome.required.extend(read_requirements(server, path))
@@ -162,7 +194,7 @@ def ensure_requirement_files(
     with tempfile.TemporaryDirectory(prefix="ng_requirements-") as work:
         pip_install(
             python, pins + lines, work_dir=Path(work), on_line=lambda line: say(f"[pip] {line}"),
-            env=env, servers=servers,
+            env=env, servers=servers, timeout_s=pip_timeout_s, should_stop=should_stop,
         )  # fmt: skip
     outcome.installed = True
     after = probe(python)

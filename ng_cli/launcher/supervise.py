@@ -25,7 +25,7 @@ from ng_cli.config.run_options import RunOptions
 from ng_cli.config.secrets import mask
 from ng_cli.errors import LaunchError
 from ng_cli.launcher.check import check_instances, print_warnings
-from ng_cli.launcher.packages import ensure_requirements
+from ng_cli.launcher.packages import run_packages_step
 from ng_cli.launcher.plan import StackPlan, plan_stack
 from ng_cli.launcher.process import LineSink
 from ng_cli.launcher.ray.config import read_ray_config
@@ -52,13 +52,14 @@ def launch(
     if options is None:
         options = command_options(config, RunOptions, command="ng_run")
     warnings: list[str] = []
-    ensure_requirements(  # before the check: it imports every app.py, and so their packages
+    stopped = run_packages_step(  # before the check: it imports every app.py, and so their packages
         config,
-        install=options.install_requirements,
-        dry_run=options.dry_run,
+        options,
         say=lambda text: console.print(text, markup=False, highlight=False, soft_wrap=True),
         warn=warnings.append,
     )
+    if stopped is not None:
+        return stopped
     print_warnings(warnings + check_instances(config))  # what start-up would refuse is refused here
     if options.dry_run:
         plan = plan_stack(config, run_dir=Path(tempfile.gettempdir()) / "ng_run-dry-run")
