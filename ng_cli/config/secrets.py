@@ -4,7 +4,15 @@ The rule is about the key's last word, not a substring: `hf_token`, `policy_api_
 `db_password`, `apiKey` are secret; `max_tokens`, `return_token_id_information`, `tokenizer`,
 `keyword` are not. Words are split on `_`, `-`, `.`, spaces and camelCase. Masking errs on the
 side of hiding (`sort_key` is masked too): a hidden value costs a look at the file, a leaked one
-costs a rotated key.
+costs a rotated key. Cookies are secret too (`Cookie`, `Set-Cookie`, `session_cookie`), and so are
+header-shaped names that start with `X-Auth` or `X-Session` (`X-Auth`, `X-Auth-User`, `X-Session-Id`).
+
+HTTP headers carry credentials under names no key rule would guess, so inside a headers mapping
+(a key whose last word is `headers`: `headers`, `default_headers`, `extra_headers`) a header is
+secret by `is_secret_header`: any of its words is a credential word (`Cookie`, `Authorization`,
+`Proxy-Authorization`, `X-Auth-*`, `Session-Id`, `*-Token`, `X-Api-Key`, `X-Amz-Signature`), while
+`Content-Type`, `X-Request-Id` or `X-Max-Tokens` stay shown. Headers given as a list are read as
+`"Name: value"` strings, `[name, value]` pairs or `{name, value}` objects.
 
 Masking hides values by their key, and also by their value (a secret interpolated under a key
 that does not look secret); `Redactor` hides them by their value, in text of any origin (an
@@ -23,24 +31,71 @@ from urllib.parse import urlsplit, urlunsplit
 import orjson
 from pydantic import BaseModel, SecretStr
 
-__all__ = ["MASK", "Redactor", "Secret", "is_secret_key", "mask", "mask_url", "secret_values"]
+__all__ = [
+    "MASK",
+    "Redactor",
+    "Secret",
+    "is_secret_header",
+    "is_secret_key",
+    "mask",
+    "mask_url",
+    "secret_values",
+]
 
 MASK = "***"
 """What a secret value is replaced with."""
 
 _SECRET_LAST_WORDS = frozenset(
-    {"key", "apikey", "token", "secret", "password", "passwd", "credential", "credentials", "authorization"}
+    {
+        "key",
+        "apikey",
+        "token",
+        "secret",
+        "password",
+        "passwd",
+        "credential",
+        "credentials",
+        "authorization",
+        "cookie",
+        "cookies",
+    }
 )
 _SECRET_SUFFIXES = ("apikey", "api_key", "api-key", "password", "passwd", "secret", "token")
 _WORD_SPLIT = re.compile(r"[_\-.\s]+|(?<=[a-z0-9])(?=[A-Z])")
+_HEADER_SECRET_WORDS = _SECRET_LAST_WORDS | {"signature", "jwt", "bearer"}
+"""A header with any of these words in its name is secret (`X-Api-Key-Id`, `X-Amz-Signature`)."""
+_HEADER_SECRET_PREFIXES = ("auth", "session")
+"""...or with a word starting so (`Authentication`, `X-Authenticated-User`, `Session-Id`); as the
+second word after `X` (`X-Auth`, `X-Session-Id`), any key is secret."""
+_HEADERS_LAST_WORD = "headers"
+
+
+def _words(key: str) -> list[str]:
+    return [word.lower() for word in _WORD_SPLIT.split(key) if word]
 
 
 def is_secret_key(key: str) -> bool:
     """Whether a value under this key must never be shown."""
-    words = [word.lower() for word in _WORD_SPLIT.split(key) if word]
+    words = _words(key)
     if not words:
         return False
+    if words[0] == "x" and len(words) > 1 and words[1].startswith(_HEADER_SECRET_PREFIXES):
+        return True
     return words[-1] in _SECRET_LAST_WORDS or key.lower().endswith(_SECRET_SUFFIXES)
+
+
+def is_secret_header(name: str) -> bool:
+    """Whether an HTTP header's value must never be shown: a secret key, or any credential word."""
+    if is_secret_key(name):
+        return True
+    return any(
+        word in _HEADER_SECRET_WORDS or word.startswith(_HEADER_SECRET_PREFIXES) for word in _words(name)
+    )
+
+
+def _is_headers_key(key: str) -> bool:
+    words = _words(key)
+    return bool(words) and words[-1] == _HEADERS_LAST_WORD
 
 
 def mask(tree: Any, *, redactor: Redactor | None = None) -> Any:
@@ -55,17 +110,49 @@ def mask(tree: Any, *, redactor: Redactor | None = None) -> Any:
     return _mask(tree, Redactor.of(tree) if redactor is None else redactor)
 
 
-def _mask(tree: Any, redactor: Redactor) -> Any:
+def _mask(tree: Any, redactor: Redactor, *, headers: bool = False) -> Any:
+    """`headers`: `tree` is the value of a headers key (its entries are header names)."""
     if isinstance(tree, dict):
         return {
-            key: _mask_all(value) if is_secret_key(str(key)) else _mask(value, redactor)
+            key: _mask_all(value)
+            if _is_secret_entry(str(key), headers=headers)
+            else _mask(value, redactor, headers=_is_headers_key(str(key)))
             for key, value in tree.items()
         }
     if isinstance(tree, list | tuple):
+        if headers:
+            return [_mask_header_item(item, redactor) for item in tree]
         return [_mask(item, redactor) for item in tree]
     if isinstance(tree, str):
         return redactor.text(mask_url(tree))
     return tree
+
+
+def _is_secret_entry(key: str, *, headers: bool) -> bool:
+    return is_secret_header(key) if headers else is_secret_key(key)
+
+
+def _header_item(item: Any) -> tuple[str, Any] | None:
+    """(name, value) of one header of a list: `"Name: value"`, `[name, value]` or `{name, value}`."""
+    if isinstance(item, str) and ":" in item:
+        name, _, value = item.partition(":")
+        return name.strip(), value.strip()
+    if isinstance(item, list | tuple) and len(item) == 2 and isinstance(item[0], str):
+        return item[0], item[1]
+    if isinstance(item, dict) and isinstance(item.get("name"), str) and "value" in item:
+        return item["name"], item["value"]
+    return None
+
+
+def _mask_header_item(item: Any, redactor: Redactor) -> Any:
+    header = _header_item(item)
+    if header is None or not is_secret_header(header[0]):
+        return _mask(item, redactor)
+    if isinstance(item, str):
+        return f"{item.partition(':')[0]}: {MASK}"
+    if isinstance(item, dict):
+        return {**_mask(item, redactor), "value": _mask_all(item["value"])}
+    return [item[0], _mask_all(item[1])]
 
 
 def mask_url(text: str) -> str:
@@ -137,15 +224,20 @@ def secret_values(tree: Any) -> set[str]:
     return set(_secret_leaves(tree, secret=False))
 
 
-def _secret_leaves(node: Any, *, secret: bool) -> Iterator[str]:
+def _secret_leaves(node: Any, *, secret: bool, headers: bool = False) -> Iterator[str]:
     if isinstance(node, BaseModel):
         node = dict(node)
     if isinstance(node, dict):
         for key, value in node.items():
-            yield from _secret_leaves(value, secret=secret or is_secret_key(str(key)))
+            hidden = secret or _is_secret_entry(str(key), headers=headers)
+            yield from _secret_leaves(value, secret=hidden, headers=_is_headers_key(str(key)))
     elif isinstance(node, list | tuple):
         for item in node:
-            yield from _secret_leaves(item, secret=secret)
+            header = _header_item(item) if headers and not secret else None
+            if header is not None and is_secret_header(header[0]):
+                yield from _secret_leaves(header[1], secret=True)
+            else:
+                yield from _secret_leaves(item, secret=secret)
     elif isinstance(node, Secret | SecretStr):
         yield node.reveal() if isinstance(node, Secret) else node.get_secret_value()
     elif node is not None and not isinstance(node, bool):
