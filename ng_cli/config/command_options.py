@@ -5,9 +5,11 @@
 Checked before the command does any work (contacts a stack, reads an input):
 
 * every top-level key is one of the model's fields, a key every command reads (`CommonOptions`:
-  `config_paths`, `verbose`), a server instance, or a value for others (`ComposedConfig.free_keys`:
-  set in env.yaml or read by a `${...}`); a key another command reads from the same files (`shared`)
-  is accepted when a file sets it, refused when typed on this command's line;
+  `config_paths`, `verbose`; NeMo Gym's `global_aiohttp_connector_limit*`, checked here, used where
+  HTTP clients are made: `http_client_options`), a server instance, or a value for others
+  (`ComposedConfig.free_keys`: set in env.yaml or read by a `${...}`); a key another command reads
+  from the same files (`shared`) is accepted when a file sets it, refused when typed on this
+  command's line;
 * anything else is refused (exit 2) with where it was set (file:line) and the nearest option, or,
   for a NeMo Gym option not implemented here (the model's `not_offered`, `nemo_gym_options.GLOBAL`),
   with the reason and what to do instead;
@@ -32,6 +34,7 @@ from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError
 from pydantic.fields import FieldInfo
 
 from ng_cli.config.compose import ComposedConfig
+from ng_cli.config.http_client_options import HTTP_CLIENT_KEYS, read_http_client_options
 from ng_cli.config.nemo_gym_options import GLOBAL, NotOffered
 from ng_cli.config.schema import validate_block
 from ng_cli.config.sources import COMMAND_LINE, Sources
@@ -104,6 +107,7 @@ def command_options(
     fields = option_names(model)
     values = {key: composed.tree[key] for key in fields if composed.tree.get(key) is not None}
     refuse_non_finite(values, composed.sources)
+    read_http_client_options(composed.tree, composed.sources)  # every command refuses a bad limit
     for key, (question, hint) in (asks or {}).items():
         if key not in values:
             raise ConfigError(f"{key}: {question}", hint=hint)
@@ -119,7 +123,7 @@ def check_keys(
     on_command_line: bool,
 ) -> None:
     """ConfigError listing every top-level key that is not the command's to read (module docstring)."""
-    own = [*option_names(model), *option_names(CommonOptions)]
+    own = [*option_names(model), *option_names(CommonOptions), *HTTP_CLIENT_KEYS]
     refused: Mapping[str, NotOffered] = getattr(model, "not_offered", {})
     accepted = {*own, *composed.instances, *composed.relays, *composed.free_keys}
     problems: list[str] = []
@@ -175,7 +179,8 @@ def options_help(
     if not names:
         lines.append("  (none of its own)")
     lines.append(
-        "Every command also reads config_paths (-c FILE), verbose (--verbose), dotenv_path (another env.yaml)."
+        "Every command also reads config_paths (-c FILE), verbose (--verbose), dotenv_path (another env.yaml),"
+        " global_aiohttp_connector_limit and global_aiohttp_connector_limit_per_host (HTTP connections)."
     )
     refused = list(getattr(model, "not_offered", {}))
     if refused:

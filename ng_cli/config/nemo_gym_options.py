@@ -44,6 +44,11 @@ _TELEMETRY = (
     "is NeMo Gym's telemetry and capture layer, not part of this project",
     "token ids come from the model block's return_token_id_information; timings from the collector's _metrics.json",
 )
+_AIOHTTP = (
+    "tunes NeMo Gym's aiohttp client; here every HTTP call has its own deadlines and typed failures, "
+    "and only the connection limits are read",
+    "global_aiohttp_connector_limit / global_aiohttp_connector_limit_per_host size the connection pools",
+)
 _ROUTING = (
     "routes rows to NeMo Gym environment servers; here each agent relays its environment_servers entry",
     "name the agent with +agent_name (or the row's agent_ref)",
@@ -111,6 +116,12 @@ GLOBAL: dict[str, NotOffered] = not_offered_table(
             "is the reward given when verification is skipped; verification is never skipped here",
             "leave it out",
         ),
+        "global_aiohttp_intended_concurrency": _AIOHTTP,
+        "global_aiohttp_intended_concurrency_per_host": _AIOHTTP,
+        "global_aiohttp_client_request_debug": _AIOHTTP,
+        "global_aiohttp_tcp_keepalive_idle_seconds": _AIOHTTP,
+        "global_aiohttp_tcp_keepalive_interval_seconds": _AIOHTTP,
+        "global_aiohttp_tcp_keepalive_probes": _AIOHTTP,
         "allow_unsupported_pairing": _ROUTING,
         "environment_server_name": _ROUTING,
         "environment_server_routes": _ROUTING,

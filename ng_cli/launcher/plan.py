@@ -20,6 +20,7 @@ from typing import Any
 
 from ng_cli.config.compose import ComposedConfig
 from ng_cli.config.environments import EnvironmentRelay
+from ng_cli.config.http_client_options import read_http_client_options
 from ng_cli.config.instances import ServerInstance
 from ng_cli.config.paths import display_path, implementation_dir
 from ng_cli.config.schema import validate_block
@@ -30,6 +31,7 @@ from ng_cli.engines.plan import InstanceEngines, plan_engines, visible_devices
 from ng_cli.errors import ConfigError
 from ng_cli.launcher.ports import connect_host
 from ng_cli.launcher.ray.config import RayConfig, read_ray_config
+from ng_cli.servers.http import ConnectionLimits
 from ng_cli.servers.spec import HEAD_NAME, ServerAddress, ServerSpec
 from ng_cli.toolchain.local_vllm import default_engine_python
 
@@ -43,6 +45,7 @@ __all__ = [
     "StackPlan",
     "engine_plans",
     "head_url_from_config",
+    "http_limits",
     "instance_sources",
     "plan_stack",
     "read_seconds",
@@ -129,6 +132,8 @@ class StackPlan:
     """Set: the engines (and the servers `ray.servers` names) run as actors on this Ray cluster."""
     placement: PlacementPlan | None = None
     """With `ray`: the placement groups of the engines and the server actors' CPUs."""
+    http_limits: ConnectionLimits | None = None
+    """`global_aiohttp_connector_limit*`: every server's HTTP client pool (None: each its default)."""
 
     def redactor(self) -> Redactor:
         """Hides every secret of the stack: the config's, each server's, the engines' api keys."""
@@ -216,6 +221,7 @@ class StackPlan:
             session_secret=self.session_secret,
             source=server.source,
             sources=server.sources,
+            http_limits=self.http_limits,
         )
 
     def describe(self) -> list[dict[str, Any]]:
@@ -298,6 +304,21 @@ def plan_stack(
         relays=dict(config.relays),
         ray=ray,
         placement=placement,
+        http_limits=http_limits(config),
+    )
+
+
+def http_limits(config: ComposedConfig) -> ConnectionLimits | None:
+    """The servers' connection pools from NeMo Gym's `global_aiohttp_connector_limit*`; None when
+    neither is set (each server keeps its default)."""
+    options = read_http_client_options(config.tree, config.sources)
+    total, per_host = options.global_aiohttp_connector_limit, options.global_aiohttp_connector_limit_per_host
+    if total is None and per_host is None:
+        return None
+    default = ConnectionLimits()
+    return ConnectionLimits(
+        total=default.total if total is None else total,
+        per_host=default.per_host if per_host is None else per_host,
     )
 
 

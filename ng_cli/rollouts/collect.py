@@ -21,10 +21,9 @@ import asyncio
 import logging
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
 
 from ng_cli.config.secrets import Redactor
-from ng_cli.errors import UpstreamTimeoutError
+from ng_cli.rollouts.agent_call import http_timeouts, post_run
 from ng_cli.rollouts.config import CollectConfig
 from ng_cli.rollouts.discovery import find_agent_urls
 from ng_cli.rollouts.failures import FailureKind, classify
@@ -33,16 +32,13 @@ from ng_cli.rollouts.materialized import run_body, write_materialized_inputs
 from ng_cli.rollouts.progress import NullView, ProgressView, RunStats
 from ng_cli.rollouts.results import to_output_line
 from ng_cli.rollouts.run import CollectResult, RunFiles, close_run, open_run
-from ng_cli.servers.deadline import deadline_scope, remaining_s
-from ng_cli.servers.http import HttpClient, RetryPolicy, Timeouts
+from ng_cli.servers.http import HttpClient, RetryPolicy
 
 __all__ = ["CollectResult", "collect_rollouts", "run_collection"]
 
 logger = logging.getLogger("ng_cli.rollouts")
 
 _TICK_S = 0.5
-_DEADLINE_SLACK_S = 0.05
-"""An HTTP timeout this close to the rollout deadline is the deadline (the two race)."""
 _Job = tuple[Task, int]
 
 
@@ -63,8 +59,9 @@ async def collect_rollouts(
         config.input_jsonl_fpath, limit=config.limit, agent_name=config.agent_name, agent_map=config.agent_map
     )
     http = HttpClient(
-        timeouts=_http_timeouts(config.rollout_timeout_s),
-        max_connections=config.num_samples_in_parallel + 16,
+        timeouts=http_timeouts(config.rollout_timeout_s),
+        max_connections=_or(config.global_aiohttp_connector_limit, config.num_samples_in_parallel + 16),
+        max_connections_per_host=_or(config.global_aiohttp_connector_limit_per_host, 0),
     )
     try:
         urls = await find_agent_urls(http, config, summary)
@@ -80,11 +77,8 @@ async def collect_rollouts(
         await http.close()
 
 
-def _http_timeouts(rollout_timeout_s: float) -> Timeouts:
-    """A little longer than the rollout deadline, so the deadline is what cuts a hung call."""
-    return Timeouts(
-        connect_s=min(10.0, rollout_timeout_s), read_s=rollout_timeout_s + 5, total_s=rollout_timeout_s + 5
-    )
+def _or(value: int | None, default: int) -> int:
+    return default if value is None else value
 
 
 @dataclass
@@ -146,7 +140,7 @@ class _Collector:
         for attempt in range(1, self.config.max_attempts + 1):
             self.stats.attempts += 1
             try:
-                answer = await self._call(url, row)
+                answer = await post_run(self.http, url, row, timeout_s=self.config.rollout_timeout_s)
                 line, outcome = to_output_line(
                     row,
                     answer,
@@ -169,25 +163,6 @@ class _Collector:
             self.files.scoreboard.record(outcome)
             self.stats.rollout_succeeded(attempts=attempt, output_tokens=outcome.output_tokens)
             return
-
-    async def _call(self, url: str, row: dict[str, Any]) -> Any:
-        """One POST /run under the rollout deadline, which cuts a hung agent call; the agent gets
-        the same deadline (`X-NG-Deadline-S`) and passes what is left of it down every hop."""
-        timeout_s = self.config.rollout_timeout_s
-        expired = UpstreamTimeoutError(
-            f"{url} did not finish the rollout within rollout_timeout_s={timeout_s:g}", endpoint=url
-        )
-        with deadline_scope(timeout_s):
-            try:
-                async with asyncio.timeout(timeout_s):
-                    return await self.http.post_json(url, row)
-            except TimeoutError as exc:
-                raise expired from exc
-            except UpstreamTimeoutError as exc:
-                left = remaining_s()
-                if left is not None and left <= _DEADLINE_SLACK_S:  # the HTTP timeout was the deadline's
-                    raise expired from exc
-                raise
 
     def _log_internal(self, kind: FailureKind, error: Exception) -> None:
         """A bug in the collector must not hide as a failure class: log its traceback once."""

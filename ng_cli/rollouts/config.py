@@ -16,6 +16,7 @@ from pydantic import Field, field_validator, model_validator
 
 from ng_cli.config.command_options import CommandOptions, command_options
 from ng_cli.config.compose import ComposedConfig
+from ng_cli.config.http_client_options import HttpClientOptions
 from ng_cli.config.nemo_gym_options import not_offered_table
 from ng_cli.config.run_options import RunOptions
 
@@ -125,8 +126,11 @@ NOT_OFFERED = not_offered_table(
 """NeMo Gym collector options not offered here: key -> why, and what to do instead."""
 
 
-class CollectOptions(CommandOptions):
-    """The collector's options but its input: `ng_collect_rollouts`' and `ng_e2e_collect_rollouts`'."""
+class CollectOptions(CommandOptions, HttpClientOptions):
+    """The collector's options but its input: `ng_collect_rollouts`' and `ng_e2e_collect_rollouts`'.
+
+    With NeMo Gym's `global_aiohttp_connector_limit*` (`HttpClientOptions`), which size the
+    collector's connection pool as they size every server's."""
 
     output_jsonl_fpath: Path
     """Where scored rollouts go; `_failures.jsonl`, `_fingerprint.json`, `_metrics.json` sit beside it."""

@@ -49,6 +49,8 @@ def serve(spec: ServerSpec) -> None:
         head_url=spec.head_url,
         session_secret=spec.session_secret,
     )
+    if spec.http_limits is not None:
+        server.http.limit_connections(spec.http_limits)
     app = server.build_app(exit_on_startup_error=True)
     uv_config = uvicorn.Config(
         app,

@@ -31,7 +31,7 @@ from ng_cli.servers.deadline import DEADLINE_HEADER, remaining_s
 from ng_cli.servers.session import RolloutCookies
 from ng_cli.servers.sse import MAX_EVENT_BYTES, iter_lines, iter_sse_json
 
-__all__ = ["HttpClient", "RetryPolicy", "Timeouts", "error_envelope", "is_retryable"]
+__all__ = ["ConnectionLimits", "HttpClient", "RetryPolicy", "Timeouts", "error_envelope", "is_retryable"]
 
 _JSON_HEADERS = {"Content-Type": "application/json"}
 
@@ -57,6 +57,17 @@ class Timeouts:
 
     def to_aiohttp(self) -> aiohttp.ClientTimeout:
         return aiohttp.ClientTimeout(total=self.total_s, sock_connect=self.connect_s, sock_read=self.read_s)
+
+
+@dataclass(frozen=True)
+class ConnectionLimits:
+    """How many connections one `HttpClient` holds open: in all, and to one host:port (0: no limit).
+
+    NeMo Gym's `global_aiohttp_connector_limit` and `..._per_host`, as the launcher passes them to
+    every server of a stack (`ServerSpec.http_limits`)."""
+
+    total: int = 2048
+    per_host: int = 0
 
 
 @dataclass(frozen=True)
@@ -119,6 +130,17 @@ class HttpClient:
         self._max_connections = max_connections
         self._max_connections_per_host = max_connections_per_host
         self._session: aiohttp.ClientSession | None = None
+
+    def limit_connections(self, limits: ConnectionLimits) -> None:
+        """Size the connection pool; only before the first call (the pool is made then)."""
+        if self._session is not None:
+            raise RuntimeError("limit_connections: this client has already made its connection pool")
+        self._max_connections = limits.total
+        self._max_connections_per_host = limits.per_host
+
+    @property
+    def limits(self) -> ConnectionLimits:
+        return ConnectionLimits(total=self._max_connections, per_host=self._max_connections_per_host)
 
     @property
     def session(self) -> aiohttp.ClientSession:

@@ -12,6 +12,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
+from ng_cli.servers.http import ConnectionLimits
+
 __all__ = ["HEAD_NAME", "ServerAddress", "ServerSpec", "listed_urls", "read_spec", "write_spec"]
 
 HEAD_NAME = "head_server"
@@ -64,6 +66,8 @@ class ServerSpec(BaseModel):
     """The config file the instance came from, for error messages."""
     sources: dict[str, str] = {}
     """Dotted key -> "file:line" of the instance's keys, so errors at start name the key's line."""
+    http_limits: ConnectionLimits | None = None
+    """The stack's `global_aiohttp_connector_limit*`: the server's HTTP client pool (None: its default)."""
 
     @property
     def url(self) -> str:
