@@ -2,12 +2,12 @@
 
     files in config_paths (depth-first; a file's includes merge before it; each file once)
       < env.yaml (`+dotenv_path=...`, `$NG_ENV_YAML`, else the cwd's, else the repo root's)
+      < a program's values (NeMo Gym's `initial_global_config_dict`: `values=`)
       < command-line overrides (Hydra grammar; the command line always wins)
       -> NeMo Gym's `_inherit_from` / `_copy` / `_delete_key` (`directives.py`)
       -> `${...}` resolved against the root -> server instances found and checked
 
-`config_paths` comes from the command line, or from env.yaml when the command line gives none
-(NeMo Gym's rule). Paths are tried relative to the cwd first, then the repo root. Every key
+`config_paths` comes from the command line, else the values, else env.yaml (NeMo Gym's rule). Paths are tried relative to the cwd first, then the repo root. Every key
 keeps the "file:line" it came from (`ComposedConfig.sources`), so every error can point there.
 """
 
@@ -17,14 +17,20 @@ import re
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from omegaconf import DictConfig, ListConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from ng_cli.config.directives import apply_directives
 from ng_cli.config.environments import EnvironmentRelay, find_environment_relays
-from ng_cli.config.fragments import CONFIG_PATHS_KEY, Fragment, collect_fragments, load_fragment
+from ng_cli.config.fragments import (
+    CONFIG_PATHS_KEY,
+    Include,
+    collect_fragments,
+    load_fragment,
+    parse_config_paths,
+)
 from ng_cli.config.instances import ServerInstance, check_references, find_instances
 from ng_cli.config.overrides import DOTENV_PATH_KEY, apply_overrides, parse_overrides
 from ng_cli.config.paths import env_yaml_path, resolve_config_path
@@ -32,7 +38,40 @@ from ng_cli.config.resolve import resolve_tree
 from ng_cli.config.sources import COMMAND_LINE, Sources, join_key, lookup_key, normalize_key
 from ng_cli.errors import ConfigError
 
-__all__ = ["ComposedConfig", "compose_config", "compose_tree"]
+__all__ = ["VALUES_ORIGIN", "ComposedConfig", "compose_config", "compose_tree"]
+
+VALUES_ORIGIN = "<initial_global_config_dict>"
+"""Where a key of `compose_config`'s `values` came from, in messages (NeMo Gym's name for them)."""
+
+
+class _Layer(Protocol):
+    """What merging reads of a layer: a file (`Fragment`) or a program's values (`_Values`)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def data(self) -> dict[str, Any]: ...
+
+    @property
+    def sources(self) -> dict[str, str]: ...
+
+
+@dataclass(frozen=True)
+class _Values:
+    """A program's values as one layer: every key's origin is `name`."""
+
+    name: str
+    data: dict[str, Any]
+    sources: dict[str, str]
+    includes: tuple[Include, ...]
+
+    @classmethod
+    def of(cls, values: Mapping[str, Any], origin: str) -> _Values:
+        data = {str(key): value for key, value in values.items() if key != CONFIG_PATHS_KEY}
+        paths = parse_config_paths(values.get(CONFIG_PATHS_KEY), origin=origin)
+        sources = {dotted: origin for dotted in _dotted_keys(data, "")}
+        return cls(origin, data, sources, tuple(Include(path, origin) for path in paths))
 
 
 @dataclass(frozen=True)
@@ -56,15 +95,26 @@ class ComposedConfig:
         return lookup_key(self.tree, dotted, default)
 
 
-def compose_config(overrides: Sequence[str], *, cwd: Path | None = None) -> ComposedConfig:
-    """Merge files < env.yaml < overrides, resolve, and check the server instances."""
+def compose_config(
+    overrides: Sequence[str],
+    *,
+    cwd: Path | None = None,
+    values: Mapping[str, Any] | None = None,
+    values_origin: str = VALUES_ORIGIN,
+    read_env_yaml: bool = True,
+) -> ComposedConfig:
+    """Merge files < env.yaml < values < overrides, resolve, and check the server instances.
+
+    `values`: a program's config on top of the files and env.yaml, its `config_paths` included
+    (NeMo Gym's `initial_global_config_dict`); `read_env_yaml=False` leaves env.yaml out."""
     cwd = (cwd or Path.cwd()).resolve()
     command_line = parse_overrides(overrides)
-    env_path = _env_yaml(command_line.dotenv_path, cwd)
-    env = load_fragment(env_path) if env_path.is_file() else None
-    includes = command_line.config_paths or (env.includes if env else ())
+    env_path = _env_yaml(command_line.dotenv_path, cwd) if read_env_yaml else cwd / "env.yaml"
+    env = load_fragment(env_path) if read_env_yaml and env_path.is_file() else None
+    given = _Values.of(values, values_origin) if values is not None else None
+    includes = command_line.config_paths or (given.includes if given else ()) or (env.includes if env else ())
     fragments = collect_fragments(includes, cwd=cwd)
-    layers = [*fragments, env] if env else fragments
+    layers: list[_Layer] = [*fragments, *([env] if env else []), *([given] if given else [])]
     cfg = _merge(layers)
     cli_origins = apply_overrides(cfg, command_line.edits)
     if fragments:
@@ -124,7 +174,7 @@ def _env_yaml(dotenv_path: str | None, cwd: Path) -> Path:
     return path
 
 
-def _merge(layers: Sequence[Fragment]) -> DictConfig:
+def _merge(layers: Sequence[_Layer]) -> DictConfig:
     merged: DictConfig | ListConfig = OmegaConf.create({})
     for layer in layers:
         try:
