@@ -7,6 +7,11 @@ the NeMo Gym server's `setup_webserver()` builds, started from our plumbing (hea
 envelope, body limits, our `ng_session` cookie) instead of a bare FastAPI app; a server that
 builds its own `FastAPI()` anyway is served inside that plumbing. A server whose block sets
 `expose_tools_over_mcp` also serves its tools on `/mcp` (`api.mcp_auto_exposure`, the `mcp` extra).
+
+The session a NeMo Gym server reads is our signed one (`api.server_utils.SignedSession`): our
+session middleware runs before NeMo Gym's, and NeMo Gym's cookie is signed with a secret of this
+process instead of its public key, so knowing a rollout's session id (an MCP token's payload
+shows it) selects nothing.
 """
 
 from __future__ import annotations
@@ -25,11 +30,16 @@ from pydantic_core import ValidationError as CoreValidationError
 from ng_cli.config.schema import ResourcesServerConfig
 from ng_cli.errors import ConfigError
 from ng_cli.nemo_gym_compat.api.global_config import HEAD_SERVER_KEY_NAME, set_global_config_dict
-from ng_cli.nemo_gym_compat.api.server_utils import ServerClient, SimpleServer, close_client_session
+from ng_cli.nemo_gym_compat.api.server_utils import (
+    ServerClient,
+    SignedSession,
+    SimpleServer,
+    close_client_session,
+)
 from ng_cli.nemo_gym_compat.mcp_extra import install_hint, mcp_problem
 from ng_cli.servers.app import install_error_handlers
 from ng_cli.servers.resources import ResourcesServer
-from ng_cli.servers.session import SESSION_COOKIE
+from ng_cli.servers.session import SESSION_COOKIE, SessionMiddleware
 from ng_cli.servers.spec import ServerAddress
 
 __all__ = ["NemoGymResourcesConfig", "NemoGymResourcesServer", "adapter_for"]
@@ -135,11 +145,13 @@ class NemoGymResourcesServer(ResourcesServer[NemoGymResourcesConfig]):
             return super(NemoGymResourcesServer, self).build_app(exit_on_startup_error=exit_on_startup_error)
 
         self.inner._ng_app_factory = plumbing
-        self.inner._ng_session_of = self.rollout_session_id
+        self.inner._ng_session_of = self.signed_session
+        self.inner._ng_cookie_secret = secrets.token_hex(32)
         app = self.inner.setup_webserver()
         if self.config.expose_tools_over_mcp:
             self._expose_tools_over_mcp(app)
         if getattr(app.state, "server", None) is self:
+            _our_session_first(app)
             return app
         return self._served_inside(app, plumbing())
 
@@ -173,13 +185,27 @@ class NemoGymResourcesServer(ResourcesServer[NemoGymResourcesConfig]):
         ours.router.lifespan_context = lifespan
         return ours
 
-    def rollout_session_id(self, request: Request) -> str | None:
-        """The rollout's id from our signed cookie (None without one, or with a forged one)."""
-        cookie = request.cookies.get(SESSION_COOKIE)
-        return self.signer.verify(cookie) if cookie else None
+    def signed_session(self, request: Request) -> SignedSession | None:
+        """The call's session of ours, as our session middleware set it: the verified one the call
+        carries, or one made for it (None where that middleware did not run)."""
+        session = getattr(request.state, "session_id", None)
+        if session is None:
+            return None
+        carried = request.cookies.get(SESSION_COOKIE) == request.state.session_cookie
+        return SignedSession(str(session), is_carried=carried)
 
     async def on_shutdown(self) -> None:
         await close_client_session()
+
+
+def _our_session_first(app: FastAPI) -> None:
+    """Our session middleware outermost: added by our plumbing before the server's `setup_webserver`
+    added NeMo Gym's, it would run after it, and NeMo Gym's could not read the session ours sets."""
+    session: object = SessionMiddleware  # `Middleware.cls` is typed as a factory protocol
+    ours = [middleware for middleware in app.user_middleware if middleware.cls is session]
+    app.user_middleware[:] = ours + [
+        middleware for middleware in app.user_middleware if middleware.cls is not session
+    ]
 
 
 def global_config_tree(

@@ -5,10 +5,14 @@ servers derive from, on our HTTP and session plumbing.
 `ClientResponse` whose body is already read (so `raise_for_status`, `get_response_json`,
 `.json()`, `.status` and `.cookies` all work after it returns), addressed by instance name
 through the stack's server map. `SimpleServer.setup_session_middleware` is Starlette's
-`SessionMiddleware` with NeMo Gym's cookie name and key; the one difference is where a new
-session id comes from: under our stack every call of a rollout carries our `ng_session`
-cookie, and a server's session id is that rollout's id, so state survives a client that does
-not send NeMo Gym's own cookie back.
+`SessionMiddleware` with NeMo Gym's cookie name and key (the session id a server reads under
+`SESSION_ID_KEY`: the cookie's, else a new one), except under our stack (`SignedSession`):
+* our signed `ng_session` decides: a call that carries one is in that rollout, whatever NeMo
+  Gym's cookie says, so state survives a client that does not send NeMo Gym's cookie back;
+* NeMo Gym's cookie is signed with a secret of the process, not NeMo Gym's key (the class and
+  instance names, which anyone can read and sign a cookie naming another rollout's id with); it
+  keeps a rollout together only for a client whose `ng_session` this server cannot verify;
+* a call with neither is in the new session our session middleware made for it.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ import urllib.error
 import urllib.request
 from abc import abstractmethod
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, ClassVar
 from uuid import uuid4
 
@@ -40,6 +45,7 @@ __all__ = [
     "SESSION_ID_KEY",
     "BaseServer",
     "ServerClient",
+    "SignedSession",
     "SimpleServer",
     "get_first_server_config_dict",
     "get_response_json",
@@ -238,6 +244,15 @@ class BaseServer(BaseModel):
 AppFactory = Callable[[], FastAPI]
 
 
+@dataclass(frozen=True)
+class SignedSession:
+    """Our signed `ng_session` on a call, as the adapter reads it (not NeMo Gym's)."""
+
+    session_id: str
+    is_carried: bool
+    """The call sent it; else our session middleware made it for this call (and sets its cookie)."""
+
+
 class SimpleServer(BaseServer):
     """The base of NeMo Gym's runnable servers: `setup_webserver()` builds its FastAPI app."""
 
@@ -247,8 +262,10 @@ class SimpleServer(BaseServer):
     _ng_app_factory: AppFactory | None = PrivateAttr(default=None)
     """Set by the adapter under our stack: the app with our plumbing (health, errors, body
     limits, our session cookie) that `new_app` starts from; unset (their own tests) a bare app."""
-    _ng_session_of: Callable[[Request], str | None] | None = PrivateAttr(default=None)
-    """Set by the adapter: the rollout id of a call that carries our signed `ng_session`."""
+    _ng_session_of: Callable[[Request], SignedSession | None] | None = PrivateAttr(default=None)
+    """Set by the adapter: our signed session on a call (None outside our plumbing)."""
+    _ng_cookie_secret: str | None = PrivateAttr(default=None)
+    """Set by the adapter: what NeMo Gym's session cookie is signed with, instead of its public key."""
 
     def new_app(self) -> FastAPI:
         factory = getattr(self, "_ng_app_factory", None)
@@ -267,15 +284,26 @@ class SimpleServer(BaseServer):
 
         @app.middleware("http")
         async def add_session_id(request: Request, call_next: Callable[[Request], Any]) -> Response:
-            current = request.session.get(SESSION_ID_KEY)
-            session_of = getattr(self, "_ng_session_of", None)
-            rollout = session_of(request) if session_of is not None else None
-            request.session[SESSION_ID_KEY] = current or rollout or str(uuid4())
+            request.session[SESSION_ID_KEY] = self._session_id_of(request)
             response: Response = await call_next(request)
             return response
 
         key = self.get_session_middleware_key()
-        app.add_middleware(SessionMiddleware, secret_key=key, session_cookie=key)
+        secret = getattr(self, "_ng_cookie_secret", None) or key
+        app.add_middleware(SessionMiddleware, secret_key=secret, session_cookie=key)
+
+    def _session_id_of(self, request: Request) -> str:
+        """The call's session id: NeMo Gym's cookie's, else a new one; under our stack our signed
+        session's, unless the call carries none and NeMo Gym's cookie (signed with this process's
+        secret there) names one (see the module doc)."""
+        current = request.session.get(SESSION_ID_KEY)
+        session_of: Callable[[Request], SignedSession | None] | None = getattr(self, "_ng_session_of", None)
+        ours = session_of(request) if session_of is not None else None
+        if ours is None:
+            return str(current) if current else str(uuid4())
+        if ours.is_carried or not current:
+            return ours.session_id
+        return str(current)
 
     @classmethod
     def run_webserver(cls) -> None:
