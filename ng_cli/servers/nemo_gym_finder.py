@@ -14,7 +14,7 @@ import importlib.machinery
 import importlib.metadata
 import importlib.util
 import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from types import ModuleType
 
@@ -64,7 +64,13 @@ class _AliasLoader(importlib.abc.Loader):
 
 
 class NemoGymFinder(importlib.abc.MetaPathFinder):
-    """`nemo_gym` -> `ng_cli.nemo_gym_compat.api`, `nemo_gym.X` -> `...api.X` for X in STAND_INS."""
+    """`nemo_gym` -> `ng_cli.nemo_gym_compat.api`, `nemo_gym.X` -> `...api.X` for X in STAND_INS.
+
+    `modules` answers more names, or other modules for some (a trainer's process gets NeMo Gym's
+    trainer-facing `cli` and `rollout_collection` from `ng_cli.trainer_api`)."""
+
+    def __init__(self, modules: Mapping[str, str] | None = None) -> None:
+        self.modules = {name: f"{_API}.{name}" for name in STAND_INS} | dict(modules or {})
 
     def find_spec(
         self, fullname: str, path: object = None, target: ModuleType | None = None
@@ -72,9 +78,9 @@ class NemoGymFinder(importlib.abc.MetaPathFinder):
         if fullname == PACKAGE:
             return importlib.machinery.ModuleSpec(fullname, _AliasLoader(_API), is_package=True)
         head, _, rest = fullname.partition(".")
-        if head != PACKAGE or rest not in STAND_INS:
+        stand_in = self.modules.get(rest) if head == PACKAGE else None
+        if stand_in is None:
             return None
-        stand_in = f"{_API}.{rest}"
         is_package = rest in _PACKAGES
         return importlib.machinery.ModuleSpec(fullname, _AliasLoader(stand_in), is_package=is_package)
 
