@@ -38,10 +38,13 @@ from ng_cli.config.resolve import resolve_tree
 from ng_cli.config.sources import COMMAND_LINE, Sources, join_key, lookup_key, normalize_key
 from ng_cli.errors import ConfigError
 
-__all__ = ["VALUES_ORIGIN", "ComposedConfig", "compose_config", "compose_tree"]
+__all__ = ["POLICY_KEYS", "VALUES_ORIGIN", "ComposedConfig", "compose_config", "compose_tree"]
 
 VALUES_ORIGIN = "<initial_global_config_dict>"
 """Where a key of `compose_config`'s `values` came from, in messages (NeMo Gym's name for them)."""
+POLICY_KEYS = frozenset({"policy_base_url", "policy_api_key", "policy_model_name"})
+"""NeMo Gym's values for the policy model's config: a program sets them as env.yaml does (TRL's
+and NeMo RL's start dicts always do), so in `values` they are never unknown options."""
 
 
 class _Layer(Protocol):
@@ -124,8 +127,10 @@ def compose_config(
         cli_origins.update({join_key(CONFIG_PATHS_KEY, i): origin for i in range(len(fragments))})
         cli_origins[CONFIG_PATHS_KEY] = origin
     sources = Sources.from_layers([*(layer.sources for layer in layers), cli_origins])
-    free_keys = frozenset(env.data if env else ()) | _interpolated_roots(
-        OmegaConf.to_container(cfg, resolve=False)
+    free_keys = (
+        frozenset(env.data if env else ())
+        | _policy_values(given)
+        | _interpolated_roots(OmegaConf.to_container(cfg, resolve=False))
     )
     cfg, sources = _with_directives(cfg, sources)
     tree = resolve_tree(cfg, sources, env_yaml=env_path)
@@ -149,6 +154,10 @@ def compose_tree(config_paths: Sequence[str], values: Mapping[str, Any], *, cwd:
     sources = Sources.from_layers([fragment.sources for fragment in fragments])
     cfg, sources = _with_directives(merged, sources)
     return resolve_tree(cfg, sources, env_yaml=cwd / "env.yaml")
+
+
+def _policy_values(given: _Values | None) -> frozenset[str]:
+    return frozenset(key for key in given.data if key in POLICY_KEYS) if given else frozenset()
 
 
 def _with_directives(cfg: DictConfig, sources: Sources) -> tuple[DictConfig, Sources]:

@@ -61,3 +61,14 @@ def test_the_command_line_wins_over_values_and_env_yaml_can_be_left_out(
 def test_config_paths_of_the_wrong_type_names_the_values(files: Path) -> None:
     with pytest.raises(ConfigError, match=r"<initial_global_config_dict>  config_paths: expected a list"):
         compose_config([], cwd=files, values={"config_paths": {"a": 1}})
+
+
+def test_the_policy_values_are_free_keys_even_where_no_config_reads_them(files: Path) -> None:
+    (files / "plain.yaml").write_text("env:\n  resources_servers:\n    echo_env:\n      entrypoint: app.py\n")
+    values = {"config_paths": ["plain.yaml"], "policy_base_url": "http://t/v1", "policy_api_key": "EMPTY"}
+    values |= {"policy_model_name": "m", "num_sampels": 3}
+
+    composed = compose_config([], cwd=files, values=values)
+
+    assert {"policy_base_url", "policy_api_key", "policy_model_name"} <= composed.free_keys
+    assert "num_sampels" not in composed.free_keys  # a typo stays an unknown option
