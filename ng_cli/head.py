@@ -5,6 +5,8 @@
     GET /servers   [{"name", "server_type", "kind", "implementation", "url", "pid", "is_ready",
                      "node", "actor"}]   (node and Ray actor: where it runs)
     GET /engines   [{"name", "url", "pid", "node", "actor", "ready_s", ...}]  the vLLM engines
+    GET /global_config_dict_yaml   NeMo Gym's route: the config as YAML text (a JSON string), each
+                   server's block with the host and port it listens on; secrets masked
 
 It runs inside `ng_run` (a uvicorn thread on the socket the launcher bound), so `/servers`
 reports the launcher's live view: real pids, and readiness that turns false when a child dies.
@@ -18,11 +20,13 @@ import socket
 import threading
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Callable
 from typing import Any
 
 import uvicorn
+import yaml
 from fastapi import FastAPI
 
 from ng_cli.errors import InvalidOutputError, UpstreamHTTPError, UpstreamUnavailableError
@@ -52,7 +56,29 @@ def build_head_app(
     async def get_engines() -> JSONResponse:
         return JSONResponse(engines())
 
+    @app.get("/global_config_dict_yaml")
+    async def get_global_config_dict_yaml() -> JSONResponse:
+        return JSONResponse(yaml.safe_dump(with_addresses(config, servers()), sort_keys=False))
+
     return app
+
+
+def with_addresses(config: dict[str, Any], servers: list[dict[str, Any]]) -> dict[str, Any]:
+    """The config with every listed server's host and port in its block, where NeMo Gym's clients
+    read them (`<name>.<server_type>.<implementation>.host/port`: TRL's multi-environment example
+    finds its agents so)."""
+    tree = {key: value for key, value in config.items()}
+    for entry in servers:
+        name, kind, implementation = entry.get("name"), entry.get("server_type"), entry.get("implementation")
+        parts = urllib.parse.urlsplit(str(entry.get("url") or ""))
+        if not (isinstance(name, str) and isinstance(kind, str) and isinstance(implementation, str)):
+            continue
+        if parts.hostname is None or parts.port is None:
+            continue
+        block = dict(tree.get(name, {}).get(kind, {}).get(implementation, {}))
+        block.update(host=parts.hostname, port=parts.port)
+        tree[name] = {kind: {implementation: block}}
+    return tree
 
 
 class HeadServer:

@@ -243,3 +243,23 @@ def test_an_unknown_key_in_the_dict_is_refused_before_anything_starts(own_marker
     with pytest.raises(ConfigError, match=r"<initial_global_config_dict>  num_sampels: unknown option"):
         start(num_sampels=3)
     assert marked_pids(own_marker) == []
+
+
+def test_the_head_answers_nemo_gym_s_global_config_route_with_live_addresses(running: Any) -> None:
+    """What TRL's multi-environment example reads to find its agents, then posts rows to."""
+    from urllib.request import Request, urlopen
+
+    from omegaconf import OmegaConf
+
+    with urlopen(f"{running.stack.plan.head.url}/global_config_dict_yaml", timeout=10) as answer:
+        tree = OmegaConf.create(json.loads(answer.read()))  # a JSON string of YAML text, as NeMo Gym's
+    agent = tree[AGENT].responses_api_agents.relay_agent
+    assert f"http://127.0.0.1:{agent.port}" == running.stack.plan.server(AGENT).url
+    assert tree.policy_api_key != "sk-SECRET-123"  # masked
+
+    body = json.dumps(rows(2)[1]).encode()
+    request = Request(
+        f"http://{agent.host}:{agent.port}/run", data=body, headers={"Content-Type": "application/json"}
+    )
+    with urlopen(request, timeout=30) as answer:
+        assert json.loads(answer.read())["reward"] == 1.0
