@@ -67,7 +67,7 @@ class _Begin(BaseModel):
 
 class _Sleep(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
-    level: Literal[1, 2] = 1
+    level: Annotated[StrictInt, Field(ge=1, le=2)] = 1
 
 
 def install_admin_routes(app: FastAPI, weights: WeightUpdater, *, key: str) -> None:

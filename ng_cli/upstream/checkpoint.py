@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import struct
 from dataclasses import dataclass
 from pathlib import Path
@@ -96,7 +97,13 @@ class Checkpoint:
 
 def _header(file: Path) -> dict[str, TensorInfo]:
     """The tensors one safetensors file declares, with the file's size checked against them."""
-    size = file.stat().st_size
+    try:
+        info = file.stat()
+    except OSError as exc:
+        raise CheckpointError(f"{file}: cannot be read ({exc.strerror})") from None
+    if not stat.S_ISREG(info.st_mode):  # a FIFO or a device would block the read, or never end
+        raise CheckpointError(f"{file}: not a regular file (a FIFO, device or socket)")
+    size = info.st_size
     try:
         with open(file, "rb") as handle:
             prefix = handle.read(8)
@@ -110,6 +117,8 @@ def _header(file: Path) -> dict[str, TensorInfo]:
             header = json.loads(handle.read(length))
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise CheckpointError(f"{file}: not a safetensors file (its header is not JSON: {exc})") from None
+    except RecursionError:
+        raise CheckpointError(f"{file}: not a safetensors file (its header nests too deep)") from None
     except OSError as exc:
         raise CheckpointError(f"{file}: cannot be read ({exc.strerror})") from None
     if not isinstance(header, dict):
