@@ -263,3 +263,59 @@ def test_the_head_answers_nemo_gym_s_global_config_route_with_live_addresses(run
     )
     with urlopen(request, timeout=30) as answer:
         assert json.loads(answer.read())["reward"] == 1.0
+
+
+@pytest.mark.usefixtures("nemo_gym")
+def test_the_calls_nemo_rl_s_nemo_gym_actor_makes(own_marker: str, tmp_path: Path) -> None:
+    """NeMo RL's `NemoGym._spinup` / `run_rollouts` / `health_check` / shutdown, in its order and
+    with its keys (a dotenv_path that does not exist, base URLs as a list, default_host, a port
+    range, a Ray address): the keys that mean nothing here are dropped with a warning."""
+    from nemo_gym.cli import GlobalConfigDictParserConfig, RunHelper
+    from nemo_gym.rollout_collection import RolloutCollectionHelper
+    from nemo_gym.server_utils import HEAD_SERVER_KEY_NAME, BaseServerConfig
+    from omegaconf import DictConfig
+
+    initial: dict[str, Any] = {"config_paths": ["configs/stack.yaml"]}
+    initial["policy_model_name"] = "the-model"
+    initial["policy_api_key"] = "dummy_key"
+    initial["policy_base_url"] = ["http://127.0.0.1:1/v1", "http://127.0.0.1:2/v1"]
+    initial.setdefault("default_host", "127.0.0.1")
+    initial["port_range_low"], initial["port_range_high"] = 5000, 5999
+    initial.setdefault("global_aiohttp_connector_limit_per_host", 16_384)
+    initial.setdefault("global_aiohttp_connector_limit", 65_536)
+    initial["ray_head_node_address"] = "127.0.0.1:6379"
+    head_port = 0  # NeMo RL picks a free port in its range; 0 lets the OS pick here
+    initial[HEAD_SERVER_KEY_NAME] = {"host": "0.0.0.0", "port": head_port}
+    rh = RunHelper()
+    rh.start(
+        global_config_dict_parser_config=GlobalConfigDictParserConfig(
+            dotenv_path=tmp_path / "nemo_gym_env.yaml",
+            initial_global_config_dict=DictConfig(initial),
+            skip_load_from_cli=True,
+        )
+    )
+    try:
+        head_server_config = BaseServerConfig(host="127.0.0.1", port=rh.stack.plan.head.port)
+        rch = RolloutCollectionHelper()
+
+        async def run_rollouts(examples: list[dict[str, Any]]) -> list[tuple[int, float]]:
+            done = []
+            for task in rch.run_examples(examples=examples, head_server_config=head_server_config):
+                row, result = await task
+                done.append((row["_rowidx"], result["reward"]))
+            return done
+
+        assert sorted(asyncio.run(run_rollouts(rows(4)))) == [(0, 0.0), (1, 1.0), (2, 0.0), (3, 1.0)]
+        rh.poll()  # health_check
+
+        bad = rows(1)
+        bad[0]["responses_create_params"] = "not an object"  # the agent answers 4xx: not retried
+
+        with pytest.raises(Exception) as caught:  # noqa: PT011 - NeMo RL reads status off any error
+            asyncio.run(run_rollouts(bad))
+        assert isinstance(getattr(caught.value, "status", None), int)
+        assert 400 <= caught.value.status < 500  # type: ignore[attr-defined]
+        assert any("row 0 (agent 'relay')" in note for note in caught.value.__notes__)
+    finally:
+        rh.shutdown()
+    assert marked_pids(own_marker) == []
