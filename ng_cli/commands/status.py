@@ -44,7 +44,7 @@ _EPILOG = options_help(
     StatusOptions,
     docs="docs/running.md",
     notes="""A model server whose engines take weight updates gets a line with its weight version.
-Exit codes: 0 every server is up, 1 a server is down or the head server is unreachable, 2 bad options.
+Exit codes: 0 every server is up, 1 a server is down, an engine is held out after a failed rollback, or the head server is unreachable, 2 bad options.
 Example:
   ng_status +head_server_url=http://127.0.0.1:11000""",
 )
@@ -81,25 +81,44 @@ def status(
         up = probe_all({entry["name"]: entry["url"] for entry in servers}, timeout_s=timeout_s)
         console = make_console()
         console.print(status_table(head_url, servers, up))
+        sound = True
         for entry in servers:
             if isinstance(entry.get("admin"), dict) and up.get(str(entry["name"])):
-                console.print(_weights_line(head_url, entry), highlight=False)
-    raise typer.Exit(0 if all(up.values()) else 1)
+                line, weights_sound = _weights_line(head_url, entry)
+                console.print(line, highlight=False)
+                sound = sound and weights_sound
+    raise typer.Exit(0 if all(up.values()) and sound else 1)
 
 
-def _weights_line(head_url: str, entry: dict[str, Any]) -> str:
-    """`weights: policy_model version 3 (/ckpt/step-3), admitting, 12 calls in flight` (or why not read)."""
+def _weights_line(head_url: str, entry: dict[str, Any]) -> tuple[str, bool]:
+    """`weights: policy_model version 3 (/ckpt/step-3), admitting, 12 calls in flight` (or why not
+    read), and whether the weights are sound (False: an engine is held out after a failed rollback)."""
     name = str(entry["name"])
     routes = f"admin routes {entry['url']}{entry['admin']['weights']}/..."
     try:
         status = WeightsClient.connect(head_url, model_server=name, timeout_s=5.0).status()
     except NgError as error:
-        return f"weights: {name} takes weight updates ({routes}); its version is not readable here: {error.message}"
-    admitting = "admitting" if status["admitting"] else "NOT admitting (an update is running)"
-    return (
+        return (
+            f"weights: {name} takes weight updates ({routes}); its version is not readable here: {error.message}",
+            True,
+        )
+    running = status.get("running")
+    if status.get("sleeping"):
+        admitting = "NOT admitting (asleep: POST /admin/wake_up)"
+    elif running:
+        admitting = f"NOT admitting ({running['operation']} to version {running['version']}, phase {running['phase']})"
+    else:
+        admitting = "admitting" if status["admitting"] else "NOT admitting"
+    line = (
         f"weights: {name} version {status['version']} ({status['path'] or 'pushed tensors'}), {admitting}, "
         f"{status['in_flight']} calls in flight; {routes}"
     )
+    held_out = status.get("held_out") or {}
+    for engine, reason in held_out.items():
+        line += f"\n  HELD OUT {engine}: {reason} (paused until an update succeeds on it)"
+    if held_out and not status.get("serving"):
+        line += "\n  NO ENGINE SERVES: calls wait for the next update (upstream_down_grace_s bounds the wait)"
+    return line, not held_out
 
 
 def _engine_entry(engine: dict[str, object]) -> dict[str, object]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal
 
 import typer
-from pydantic import Field
+from pydantic import Field, StrictInt
 from rich.table import Table
 
 from ng_cli.commands._app import (
@@ -20,6 +20,7 @@ from ng_cli.config.command_options import CommandOptions, options_help
 from ng_cli.launcher.plan import head_url_from_config
 from ng_cli.rollouts.config import STACK_FILE_COMMANDS
 from ng_cli.training.client import WeightsClient
+from ng_cli.upstream.versions import MAX_VERSION
 from ng_cli.upstream.weights import WeightUpdateError
 
 __all__ = ["OPTIONS", "UpdateWeightsOptions", "app", "main", "update_weights"]
@@ -33,8 +34,8 @@ class UpdateWeightsOptions(CommandOptions):
 
     path: str = Field(min_length=1)
     """The checkpoint directory (absolute: the engines read it themselves)."""
-    version: int = Field(ge=1)
-    """The weight version it becomes; versions only go up."""
+    version: StrictInt = Field(ge=1, le=MAX_VERSION)
+    """The weight version it becomes (an integer: `1e3` or `true` is refused); versions only go up."""
     mode: Literal["keep", "wait", "abort"] = "keep"
     """What happens to calls in flight: keep (they pause and go on under the new weights), wait (they
     finish first), abort (they are cut short and sent again)."""
@@ -54,9 +55,13 @@ _EPILOG = options_help(
     UpdateWeightsOptions,
     docs="docs/training.md",
     notes="""The model server stops admitting calls, pauses every engine, reloads, verifies that every engine
-holds the same weights, resets the prefix cache, sets the version, resumes, and admits again. If
-any engine fails, every engine goes back to the previous checkpoint and the version stays.
-Exit codes: 0 updated, 2 refused or rolled back (the reason names the engine and the phase), 1 unreachable.
+holds the same finite weights, resets the prefix cache, sets the version, resumes, and admits again.
+If any engine fails, every engine goes back to the previous checkpoint and the version stays. The
+update runs to its end whether or not this command still waits (timeout_s, Ctrl-C): ng_status tells.
+Exit codes: 0 updated; 1 unreachable, or no answer within timeout_s (the update goes on: ng_status
+tells how it ended); 2 refused or rolled back (the reason names the engine and the phase); 3 the
+rollback failed too (the checkpoint from before is gone): that engine is held out, paused, until
+the next update succeeds on it.
 Example:
   ng_update_weights +path=/ckpt/step-3 +version=3""",
 )

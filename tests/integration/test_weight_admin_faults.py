@@ -14,6 +14,7 @@ import http.client
 import json
 import logging
 import os
+import subprocess
 import threading
 import time
 import urllib.parse
@@ -23,10 +24,14 @@ from typing import Any
 
 import pytest
 
+from ng_cli.servers.testing import serve_in_thread
 from tests.fixtures import checkpoints
 from tests.fixtures.caps import HANG_CAP_S
+from tests.fixtures.stack_process import StackProcess, console_script
 from tests.fixtures.weight_engines import (
+    KEY,
     MODEL,
+    ROOT,
     Hold,
     StandIn,
     admin,
@@ -300,3 +305,39 @@ def test_non_finite_weights_are_refused_at_verify(tmp_path: Path) -> None:
         assert answer["error"]["phase"] == "verify"
         assert "NaN or infinite" in answer["error"]["message"]
         assert all(one.holds == str(MODEL) and not one.paused for one in stand_ins)
+
+
+def test_a_base_url_stack_with_weight_updates_lists_its_admin_routes(tmp_path: Path) -> None:
+    """Point 8: the server took updates, but /servers listed no `admin`, so ng_update_weights said
+    "set weight_updates: true"."""
+    stand_in = StandIn()
+    with serve_in_thread(stand_in.app()) as engine:
+        config = tmp_path / "model.yaml"
+        config.write_text(
+            "policy_model:\n  responses_api_models:\n    local_vllm_model:\n      entrypoint: app.py\n"
+            f"      base_url: {engine}/v1\n      api_key: {KEY}\n      model: models/tiny-weather\n"
+            "      return_token_id_information: false\n      uses_reasoning_parser: false\n"
+            "      weight_updates: true\n"
+        )
+        (tmp_path / "env.yaml").write_text("{}\n")
+        env = {
+            **os.environ,
+            "NG_ENV_YAML": str(tmp_path / "env.yaml"),
+            "NG_STATE_DIR": str(tmp_path / "state"),
+        }
+        ready, log_path = tmp_path / "ready.json", tmp_path / "ng_run.log"
+        stack = StackProcess.start(
+            [str(console_script("ng_run")), f"+config_paths=[{config}]", "++head_server.port=0", f"+ready_file={ready}"],
+            env=env, cwd=ROOT, ready_file=ready, log_path=log_path, timeout_s=HANG_CAP_S,
+        )  # fmt: skip
+        try:
+            good = good_checkpoint(tmp_path)
+            done = subprocess.run(
+                [str(console_script("ng_update_weights")), f"+path={good}", "+version=1",
+                 f"+head_server_url={stack.head_url}"],
+                cwd=ROOT, env=env, capture_output=True, text=True, timeout=HANG_CAP_S,
+            )  # fmt: skip
+            assert done.returncode == 0, done.stdout + done.stderr
+            assert stand_in.holds == str(good)
+        finally:
+            stack.stop()
