@@ -10,16 +10,21 @@ bytes are the engine's to read.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import stat
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 from ng_cli.errors import NgError
 
-__all__ = ["Checkpoint", "CheckpointError", "TensorInfo"]
+__all__ = ["Checkpoint", "CheckpointError", "CheckpointGate", "TensorInfo"]
+
+T = TypeVar("T")
 
 _MAX_HEADER_BYTES = 100 * 1024 * 1024
 """safetensors' own limit on the JSON header."""
@@ -93,6 +98,48 @@ class Checkpoint:
             if len(problems) >= limit + 2:
                 break
         return problems
+
+
+class CheckpointGate:
+    """The check an update runs first: headers read in a worker thread, under `check_s`, so a file
+    whose read blocks (a stalled network file system) never stops the event loop and its calls."""
+
+    def __init__(self, *, check_s: float) -> None:
+        self.check_s = check_s
+        self._reference: Checkpoint | None = None
+        """The checkpoint the model started from (read once: its names, dtypes and shapes never change)."""
+
+    async def checked(self, path: str, reference: str | None) -> Checkpoint:
+        """The checkpoint at `path`, if it can replace `reference` in the same model."""
+        checkpoint, model = await self._in_time(path, lambda: self._read_both(path, reference))
+        problems = checkpoint.differences(model)
+        if problems:
+            raise CheckpointError(
+                f"{path} does not fit the model the engines serve:\n  " + "\n  ".join(problems)
+            )
+        return checkpoint
+
+    async def readable(self, path: str) -> None:
+        """The checkpoint at `path` is still there and readable."""
+        await self._in_time(path, lambda: Checkpoint.read(path))
+
+    def _read_both(self, path: str, reference: str | None) -> tuple[Checkpoint, Checkpoint]:
+        checkpoint = Checkpoint.read(path)
+        if self._reference is None:
+            if reference is None:
+                raise CheckpointError(
+                    "no checkpoint on disk to compare with (the engines' weights were pushed)"
+                )
+            self._reference = Checkpoint.read(reference)
+        return checkpoint, self._reference
+
+    async def _in_time(self, path: str, read: Callable[[], T]) -> T:
+        try:
+            return await asyncio.wait_for(asyncio.to_thread(read), self.check_s)
+        except TimeoutError:
+            raise CheckpointError(
+                f"reading the headers of {path} took over {self.check_s:g} s (check_s): is its file system stalled?"
+            ) from None
 
 
 def _header(file: Path) -> dict[str, TensorInfo]:

@@ -24,6 +24,11 @@ a client's timeout or Ctrl-C never leaves the engines paused. Weights that hold 
 values are refused at verify (a diverged training step makes them). An engine that cannot be put
 back (its rollback or restore failed: the old checkpoint was deleted, say) is held out of the pool,
 paused, and named in the status; the next update that succeeds loads it too and brings it back.
+
+Over 600 lines because every operation (update, push, sleep) shares one lock, one admission gate
+and one view of the engines, so they are one class; what does not need that state lives beside it:
+the per-engine phases in `weight_phases.py`, the checkpoint check in `checkpoint.py`, running each
+operation to its end in `operations.py`.
 """
 
 from __future__ import annotations
@@ -32,17 +37,24 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
-from ng_cli.errors import NgError
 from ng_cli.servers.http import HttpClient
-from ng_cli.upstream.checkpoint import Checkpoint, CheckpointError
+from ng_cli.upstream.checkpoint import Checkpoint, CheckpointError, CheckpointGate
 from ng_cli.upstream.config import WeightUpdateDeadlines
 from ng_cli.upstream.engine_admin import EngineAdmin, PauseMode, PhaseError, non_finite
 from ng_cli.upstream.operations import Operations
 from ng_cli.upstream.pool import Endpoint, EndpointPool
 from ng_cli.upstream.versions import MAX_VERSION, WeightVersions
+from ng_cli.upstream.weight_phases import (
+    PhaseEngine,
+    WeightUpdateError,
+    failure,
+    live,
+    on_all,
+    on_all_quietly,
+)
 
 __all__ = ["PUSH_ROUTES", "WeightUpdateError", "WeightUpdater"]
 
@@ -53,77 +65,11 @@ PUSH_ROUTES = {"init_weight_transfer_engine": "POST", "update_weights": "POST", 
 with the HTTP method vLLM serves each with."""
 
 
-class WeightUpdateError(NgError):
-    """An update refused or rolled back: the version did not change and the old weights serve."""
-
-    exit_code = 2
-    http_status = 409
-
-    def __init__(
-        self,
-        message: str,
-        *,
-        phase: str,
-        engine: str | None = None,
-        rolled_back: bool = False,
-        version: int | None = None,
-        hint: str | None = None,
-        timings: Mapping[str, Mapping[str, float]] | None = None,
-        rollback_failed: Mapping[str, str] | None = None,
-    ) -> None:
-        super().__init__(message, hint=hint)
-        self.phase = phase
-        self.engine = engine
-        self.rolled_back = rolled_back
-        self.version = version
-        self.timings = dict(timings or {})
-        self.rollback_failed = dict(rollback_failed or {})
-        """Engine -> why it could not be put back (held out of the pool until an update succeeds)."""
-        if self.rollback_failed:
-            self.exit_code = 3
-
-    @property
-    def outcome(self) -> str:
-        """How the operation ended, for the status (`operations.Operations.last`)."""
-        if self.rollback_failed:
-            return "rollback_failed"
-        return "rolled_back" if self.rolled_back else "refused"
-
-    def envelope_fields(self) -> dict[str, object]:
-        return {
-            "phase": self.phase,
-            "engine": self.engine,
-            "rolled_back": self.rolled_back,
-            "rollback_failed": self.rollback_failed,
-            "version": self.version,
-            "timings": self.timings,
-        }
-
-
-@dataclass
-class _Engine:
-    endpoint: Endpoint
-    admin: EngineAdmin
-    timings: dict[str, float] = field(default_factory=dict)
-    paused: bool = False
-    held_out: bool = False
-    """Out of the pool since its rollback or restore failed: this update may bring it back, and its
-    failing again fails only itself (`dropped`), not the update of the engines that serve."""
-    dropped: bool = False
-
-    async def timed(self, phase: str, call: Awaitable[Any]) -> Any:
-        started = time.perf_counter()
-        try:
-            return await call
-        finally:
-            self.timings[phase] = round(time.perf_counter() - started, 4)
-
-
 @dataclass
 class _Push:
     """One tensor push, from `begin` to `commit` or `abort` (the lease's too)."""
 
-    engines: list[_Engine]
+    engines: list[PhaseEngine]
     version: int
     mode: PauseMode
     started: float
@@ -171,7 +117,7 @@ class WeightUpdater:
         self.operations = Operations()
         self.held_out: dict[str, str] = {}
         """Root URL -> why that engine is out of the pool with weights nobody can vouch for."""
-        self._reference: Checkpoint | None = None
+        self.checkpoints = CheckpointGate(check_s=deadlines.check_s)
         self._lock = asyncio.Lock()
         self._push: _Push | None = None
         self._sleeping: asyncio.TimerHandle | None = None
@@ -301,7 +247,7 @@ class WeightUpdater:
         self._push = push
         return {
             "version": version,
-            "engines": [e.endpoint.root_url for e in self._live(engines)],
+            "engines": [e.endpoint.root_url for e in live(engines)],
             "in_flight_at_pause": in_flight,
         }
 
@@ -360,7 +306,7 @@ class WeightUpdater:
 
     async def _abort(self, push: _Push) -> dict[str, Any]:
         try:
-            for engine in self._live(push.engines):
+            for engine in live(push.engines):
                 try:
                     await engine.admin.call(
                         "/finish_weight_update", None, phase="finish", deadline_s=self.deadlines.reload_s
@@ -481,67 +427,31 @@ class WeightUpdater:
             )
 
     async def _checked_checkpoint(self, path: str) -> Checkpoint:
-        """The checkpoint's headers checked against the model's, read off the event loop and under
-        `check_s` (a file whose read blocks, on a stalled network file system, must not stop calls)."""
         if self.disk_reason is not None:
             raise WeightUpdateError(self.disk_reason, phase="check", version=self.versions.version)
         try:
-            checkpoint, reference = await asyncio.wait_for(
-                asyncio.to_thread(self._read_checkpoints, path), self.deadlines.check_s
-            )
-            problems = checkpoint.differences(reference)
-        except TimeoutError:
-            raise WeightUpdateError(
-                f"refused before any engine was touched: reading the headers of {path} took over "
-                f"{self.deadlines.check_s:g} s (check_s): is its file system stalled?",
-                phase="check",
-                version=self.versions.version,
-            ) from None
+            return await self.checkpoints.checked(path, self.path or self.boot_path)
         except CheckpointError as error:
             raise WeightUpdateError(
                 f"refused before any engine was touched: {error.message}",
                 phase="check",
                 version=self.versions.version,
             ) from None
-        if problems:
-            raise WeightUpdateError(
-                f"refused before any engine was touched: {path} does not fit the model the engines serve:\n  "
-                + "\n  ".join(problems),
-                phase="check",
-                version=self.versions.version,
-            )
-        return checkpoint
-
-    def _read_checkpoints(self, path: str) -> tuple[Checkpoint, Checkpoint]:
-        """(the new checkpoint, the one the model started from): in a worker thread."""
-        checkpoint = Checkpoint.read(path)
-        if self._reference is None:
-            reference = self.path or self.boot_path
-            if reference is None:
-                raise CheckpointError(
-                    "no checkpoint on disk to compare with (the engines' weights were pushed)"
-                )
-            self._reference = Checkpoint.read(reference)
-        return checkpoint, self._reference
 
     async def _still_there(self, engine: str, phase: str) -> None:
         """The current checkpoint is still on disk (a trainer's rotation may have deleted it)."""
         assert self.path is not None
         try:
-            await asyncio.wait_for(asyncio.to_thread(Checkpoint.read, self.path), self.deadlines.check_s)
-        except TimeoutError:
-            raise PhaseError(
-                engine, phase, f"reading {self.path} took over {self.deadlines.check_s:g} s"
-            ) from None
+            await self.checkpoints.readable(self.path)
         except CheckpointError as error:
             raise PhaseError(
                 engine, phase, f"the checkpoint of version {self.versions.version} is gone: {error.message}"
             ) from None
 
-    def _engines(self) -> list[_Engine]:
+    def _engines(self) -> list[PhaseEngine]:
         """The engines an operation covers: those in the pool, and those held out for their weights."""
         engines = [
-            _Engine(
+            PhaseEngine(
                 endpoint,
                 EngineAdmin(self.http, endpoint.root_url, headers=self.headers),
                 held_out=endpoint.root_url in self.held_out and not endpoint.is_healthy,
@@ -557,10 +467,10 @@ class WeightUpdater:
             )
         return engines
 
-    async def _pause(self, engines: list[_Engine], mode: PauseMode) -> list[str]:
+    async def _pause(self, engines: list[PhaseEngine], mode: PauseMode) -> list[str]:
         in_flight = self.versions.in_flight()
 
-        async def pause(engine: _Engine) -> None:
+        async def pause(engine: PhaseEngine) -> None:
             await engine.admin.pause(mode, deadline_s=self.deadlines.pause_s)
             engine.paused = True
 
@@ -569,7 +479,7 @@ class WeightUpdater:
 
     async def _finish(
         self,
-        engines: list[_Engine],
+        engines: list[PhaseEngine],
         version: int,
         *,
         mode: PauseMode,
@@ -578,16 +488,16 @@ class WeightUpdater:
     ) -> dict[str, Any]:
         """Reset caches, set the version, resume, admit: from here on the update stands."""
         self.operations.phase("resume")
-        live = self._live(engines)
+        serving = live(engines)
         cache_reset = await asyncio.gather(
-            *(self._reset(engine, clear_kv=mode != "keep" or not in_flight_at_pause) for engine in live)
+            *(self._reset(engine, clear_kv=mode != "keep" or not in_flight_at_pause) for engine in serving)
         )
         previous = self.versions.version
         spanning = self.versions.set_version(version)
         problems = await self._all_quietly(
-            "resume", live, lambda e: e.admin.resume(deadline_s=self.deadlines.resume_s)
+            "resume", serving, lambda e: e.admin.resume(deadline_s=self.deadlines.resume_s)
         )
-        for engine in live:
+        for engine in serving:
             if engine.endpoint.root_url in problems:
                 self.pool.record_failure(
                     engine.endpoint,
@@ -620,11 +530,11 @@ class WeightUpdater:
         }
         logger.warning(
             "weights: version %d -> %d on %d engine(s) in %.3f s (%d call(s) span the update)",
-            previous, version, len(live), window, len(spanning),
+            previous, version, len(serving), window, len(spanning),
         )  # fmt: skip
         return result
 
-    async def _reset(self, engine: _Engine, *, clear_kv: bool) -> bool:
+    async def _reset(self, engine: PhaseEngine, *, clear_kv: bool) -> bool:
         """Drop the prefix cache's blocks and, with no call kept in flight, zero them: contents computed
         under the old weights (NaN from weights that overflowed) must not reach a later call."""
         try:
@@ -640,12 +550,12 @@ class WeightUpdater:
             logger.warning("%s", error.message)
             return False
 
-    def _remember(self, engines: list[_Engine], fingerprints: Sequence[list[str]]) -> None:
-        live = self._live(engines)
+    def _remember(self, engines: list[PhaseEngine], fingerprints: Sequence[list[str]]) -> None:
+        serving = live(engines)
         self.fingerprint = fingerprints[0]
         self._fingerprints = {
             engine.endpoint.root_url: fingerprint
-            for engine, fingerprint in zip(live, fingerprints, strict=True)
+            for engine, fingerprint in zip(serving, fingerprints, strict=True)
         }
 
     def _expected(self, root_url: str) -> list[str] | None:
@@ -654,31 +564,31 @@ class WeightUpdater:
             return self._fingerprints.get(root_url)
         return self.fingerprint
 
-    def _verify(self, engines: list[_Engine], fingerprints: Sequence[list[str]]) -> None:
+    def _verify(self, engines: list[PhaseEngine], fingerprints: Sequence[list[str]]) -> None:
         """Every engine's weights finite, and equal across engines (ranks that shard experts: each its own)."""
-        live = self._live(engines)
-        for engine, fingerprint in zip(live, fingerprints, strict=True):
+        serving = live(engines)
+        for engine, fingerprint in zip(serving, fingerprints, strict=True):
             problem = non_finite(fingerprint)
             if problem is not None:
                 raise PhaseError(engine.endpoint.root_url, "verify", problem)
         if self.ranks_are_shards:  # each rank loaded its own experts: nothing to compare across them
             return
         first = fingerprints[0]
-        for engine, fingerprint in zip(live, fingerprints, strict=True):
+        for engine, fingerprint in zip(serving, fingerprints, strict=True):
             if fingerprint != first:
                 raise PhaseError(
                     engine.endpoint.root_url,
                     "verify",
-                    f"its weights differ from {live[0].endpoint.root_url}'s after the same load",
+                    f"its weights differ from {serving[0].endpoint.root_url}'s after the same load",
                 )
 
-    async def _roll_back(self, engines: list[_Engine]) -> dict[str, str]:
+    async def _roll_back(self, engines: list[PhaseEngine]) -> dict[str, str]:
         """Every paused engine back on the checkpoint from before, checked, and resumed; engine ->
         why it could not be (it stays paused, held out of the pool, until an update loads it)."""
         self.operations.phase("rollback")
         problems: dict[str, str] = {}
 
-        async def back(engine: _Engine) -> None:
+        async def back(engine: PhaseEngine) -> None:
             if not engine.paused:
                 return
             if engine.held_out:  # its weights were unknown before: it stays held out, paused
@@ -705,7 +615,7 @@ class WeightUpdater:
         return problems
 
     async def _rolled_back(
-        self, error: PhaseError, version: int, engines: list[_Engine], *, gate: bool = True
+        self, error: PhaseError, version: int, engines: list[PhaseEngine], *, gate: bool = True
     ) -> WeightUpdateError:
         """Roll every engine back, admit again (unless the push's close does), and say how it went."""
         problems = await self._roll_back(engines)
@@ -714,68 +624,29 @@ class WeightUpdater:
         return self._failed(error, version, engines, problems)
 
     def _failed(
-        self, error: PhaseError, version: int, engines: list[_Engine], problems: Mapping[str, str]
+        self, error: PhaseError, version: int, engines: list[PhaseEngine], problems: Mapping[str, str]
     ) -> WeightUpdateError:
-        back = [e.endpoint.root_url for e in engines if e.endpoint.root_url not in problems]
-        where = f"version {self.versions.version}" + (f" ({self.path})" if self.path else "")
-        if not problems:
-            told = f"every engine is back on {where}"
-            if self.held_out:
-                told = f"every engine that served is back on {where} ({len(self.held_out)} still held out)"
-        else:
-            told = (
-                "ROLLBACK FAILED on "
-                + "; ".join(f"{url}: {reason}" for url, reason in problems.items())
-                + f". {'That engine is' if len(problems) == 1 else 'Those engines are'} held out of the pool, "
-                "paused, until an update succeeds on them (send the next checkpoint)"
-                + (f"; {', '.join(back)} back on {where}" if back else "; no engine serves now")
-            )
-        return WeightUpdateError(
-            f"update to version {version} failed on engine {error.engine} in phase {error.phase}: {error.reason}; "
-            + told,
-            phase=error.phase,
-            engine=error.engine,
-            rolled_back=not problems,
-            version=self.versions.version,
-            timings={e.endpoint.root_url: e.timings for e in engines},
-            rollback_failed=problems,
+        return failure(
+            error,
+            version,
+            engines,
+            problems,
+            serving=f"version {self.versions.version}" + (f" ({self.path})" if self.path else ""),
+            serving_version=self.versions.version,
+            held_out=len(self.held_out),
         )
 
     async def _all(
-        self, phase: str, engines: list[_Engine], call: Callable[[_Engine], Awaitable[Any]]
+        self, phase: str, engines: list[PhaseEngine], call: Callable[[PhaseEngine], Awaitable[Any]]
     ) -> list[Any]:
-        """`call` on every live engine at once, timed; the first failure (after all ended) is raised.
-
-        A held-out engine that fails is dropped from the operation instead: it stays held out."""
+        """`on_all`, with the phase shown in the status."""
         self.operations.phase(phase)
-        live = self._live(engines)
-        results = await _gathered(phase, live, call)
-        for engine, result in zip(live, results, strict=True):
-            if isinstance(result, PhaseError) and engine.held_out:
-                logger.warning("held-out engine %s: %s", engine.endpoint.root_url, result.message)
-                engine.dropped = True
-        kept = [result for engine, result in zip(live, results, strict=True) if not engine.dropped]
-        for result in kept:
-            if isinstance(result, BaseException):
-                raise result
-        if not self._live(engines):
-            raise PhaseError("every engine", phase, "no engine is up: each one held out failed again")
-        return kept
+        return await on_all(phase, engines, call)
 
     async def _all_quietly(
-        self, phase: str, engines: list[_Engine], call: Callable[[_Engine], Awaitable[Any]]
+        self, phase: str, engines: list[PhaseEngine], call: Callable[[PhaseEngine], Awaitable[Any]]
     ) -> dict[str, str]:
-        """`call` on every engine at once, timed; engine -> why it failed (none raised)."""
-        results = await _gathered(phase, engines, call)
-        return {
-            engine.endpoint.root_url: (result.reason if isinstance(result, PhaseError) else repr(result))
-            for engine, result in zip(engines, results, strict=True)
-            if isinstance(result, BaseException)
-        }
-
-    @staticmethod
-    def _live(engines: list[_Engine]) -> list[_Engine]:
-        return [engine for engine in engines if not engine.dropped]
+        return await on_all_quietly(phase, engines, call)
 
     def _open_push(self) -> _Push:
         if self._push is None:
@@ -813,12 +684,3 @@ class WeightUpdater:
         self._push = None
         self.versions.open()
         self._lock.release()
-
-
-async def _gathered(
-    phase: str, engines: list[_Engine], call: Callable[[_Engine], Awaitable[Any]]
-) -> list[Any]:
-    """Each engine's result of `call`, or the exception it raised, in engine order."""
-    return await asyncio.gather(
-        *(engine.timed(phase, call(engine)) for engine in engines), return_exceptions=True
-    )
