@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal, Self
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, StrictInt, field_validator, model_validator
 
 from ng_cli.config.command_options import CommandOptions, command_options
 from ng_cli.config.compose import ComposedConfig
@@ -174,7 +174,7 @@ class CollectOptions(CommandOptions, HttpClientOptions):
     """Seconds between progress lines when stderr is not a terminal."""
     report: bool = False
     """At the end, write `<output stem>_report.html` (ng_report) beside the output."""
-    max_staleness: int | None = Field(default=None, ge=0)
+    max_staleness: StrictInt | None = Field(default=None, ge=0)
     """Flag rows whose calls' newest and oldest weight versions differ by more than this (`stale: true`)."""
 
     not_offered = NOT_OFFERED

@@ -32,6 +32,7 @@ import pytest
 
 from ng_cli.launcher.admin_keys import admin_key
 from ng_cli.training import WeightsClient
+from ng_cli.upstream.weights import WeightUpdateError
 from tests.engine.test_weight_updates import PROBE_INPUT, probe
 from tests.fixtures import checkpoints
 from tests.fixtures.caps import HANG_CAP_S
@@ -144,6 +145,19 @@ def test_weights_that_overflow_leave_no_state_behind(
     for _ in range(3):
         text, stamp = probe(stack)
         assert (text, stamp["start"], stamp["end"]) == (answer_a, 4, 4)
+
+
+def test_begin_on_engines_without_a_transfer_backend_is_refused_before_any_pause(
+    client: WeightsClient, answer_a: str, stack: EngineStack
+) -> None:
+    """Before: vLLM's raw 500, a rollback reported failed, and the next call got "no engine is up"."""
+    version = client.status()["version"]
+    with pytest.raises(WeightUpdateError, match="takes no tensor push") as refused:
+        client.begin(version=version + 1)
+    assert refused.value.phase == "admit"
+    assert not engine_is_paused(stack)
+    _, stamp = probe(stack)
+    assert stamp["start"] == version
 
 
 def long_calls(stack: EngineStack, count: int) -> list[threading.Thread]:

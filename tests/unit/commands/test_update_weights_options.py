@@ -17,3 +17,20 @@ def test_a_version_that_is_not_a_64_bit_integer_is_exit_2(version: str) -> None:
     )
     assert done.exit_code == 2, done.output
     assert "version" in done.output
+
+
+@pytest.mark.parametrize("value", ["true", "1.5"])
+def test_max_staleness_is_an_integer_not_a_boolean(value: str) -> None:
+    from ng_cli.commands.collect import app as collect
+
+    done = CliRunner().invoke(
+        collect,
+        [
+            "+agent_name=a",
+            "+input_jsonl_fpath=in.jsonl",
+            "+output_jsonl_fpath=out.jsonl",
+            f"+max_staleness={value}",
+        ],
+    )
+    assert done.exit_code == 2, done.output
+    assert "max_staleness" in done.output
