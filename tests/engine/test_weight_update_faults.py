@@ -148,7 +148,7 @@ def test_weights_that_overflow_leave_no_state_behind(
 
 
 def test_begin_on_engines_without_a_transfer_backend_is_refused_before_any_pause(
-    client: WeightsClient, answer_a: str, stack: EngineStack
+    client: WeightsClient, stack: EngineStack
 ) -> None:
     """Before: vLLM's raw 500, a rollback reported failed, and the next call got "no engine is up"."""
     version = client.status()["version"]
