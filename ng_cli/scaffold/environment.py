@@ -54,6 +54,7 @@ RESERVED_NAMES = frozenset(
         *("input_glob", "merge_shards", "disable_health_check", "prompt_config", "probe_timeout_s", "strict"),
         *("materialized_inputs_jsonl_fpath", "allow_partial_rollouts", "format", "outdated"),
         *("max_output_tokens", "output", "run_dir"),
+        *("global_aiohttp_connector_limit", "global_aiohttp_connector_limit_per_host"),
         # NeMo Gym's reserved top-level keys (global_config.py), never server instances there
         *("default_host", "disallowed_ports", "head_server_deps", "python_version", "pip_install_verbose"),
         *(
