@@ -33,6 +33,10 @@ _CHUNK = 1 << 24
 _NON_FINITE = "non-finite:"
 """`upstream.engine_admin.NON_FINITE`, which reads it (this module imports nothing of ours)."""
 
+_SHARED = "shared="
+"""Then the digest of every parameter but the experts' (`upstream.engine_admin.SHARED`): the ranks of
+an expert-parallel group hold different experts and the same everything else."""
+
 EXTENSION = "engine_worker.WeightsExtension"
 """The value of vLLM's `--worker-extension-cls` option that installs this class."""
 
@@ -72,11 +76,12 @@ class WeightsExtension:
         return str(next(self.model_runner.get_model().parameters()).device.type)
 
     def ng_weights_fingerprint(self) -> str:
-        """The digest, or `non-finite:<count>:<names>` when a tensor holds NaN or inf (its sums are not
-        finite then): the model server refuses such weights at verify (`upstream/engine_admin.py`)."""
+        """`<digest of every parameter> shared=<digest of all but the experts'>`, or
+        `non-finite:<count>:<names>` when a tensor holds NaN or inf (its sums are not finite then):
+        the model server refuses such weights at verify (`upstream/engine_admin.py`)."""
         import torch
 
-        digest = hashlib.sha256()
+        digest, shared = hashlib.sha256(), hashlib.sha256()
         broken: list[str] = []
         model = self.model_runner.get_model()
         with torch.inference_mode():
@@ -90,10 +95,13 @@ class WeightsExtension:
                     weighted += (values * ((position + start) % 8191 + 1)).sum().item()
                 if not (math.isfinite(plain) and math.isfinite(weighted)):
                     broken.append(name)
-                digest.update(f"{name}:{plain!r}:{weighted!r};".encode())
+                line = f"{name}:{plain!r}:{weighted!r};".encode()
+                digest.update(line)
+                if ".experts." not in name:
+                    shared.update(line)
         if broken:
             return f"{_NON_FINITE}{len(broken)}:{', '.join(broken[:3])}"
-        return digest.hexdigest()
+        return f"{digest.hexdigest()} {_SHARED}{shared.hexdigest()}"
 
 
 def _tie_embeddings(model: Any) -> None:

@@ -15,7 +15,7 @@ from typing import Any, Literal, TypeVar
 from ng_cli.errors import NgError, UpstreamTimeoutError
 from ng_cli.servers.http import HttpClient, Timeouts
 
-__all__ = ["NON_FINITE", "EngineAdmin", "PauseMode", "PhaseError", "non_finite"]
+__all__ = ["NON_FINITE", "SHARED", "EngineAdmin", "PauseMode", "PhaseError", "non_finite", "shared_part"]
 
 PauseMode = Literal["keep", "wait", "abort"]
 T = TypeVar("T")
@@ -23,6 +23,17 @@ T = TypeVar("T")
 NON_FINITE = "non-finite:"
 """How a worker's fingerprint starts when its weights hold NaN or infinite values, followed by the
 count and the first names (`engines/engine_worker.py` writes it: the engine imports nothing of ours)."""
+
+
+SHARED = "shared="
+"""Where a worker's fingerprint gives the digest of its parameters but the experts' (the part every
+rank of an expert-parallel group must agree on)."""
+
+
+def shared_part(fingerprints: list[str]) -> list[str] | None:
+    """Each worker's digest of its non-expert parameters; None from an engine that gives none."""
+    parts = [fingerprint.partition(f" {SHARED}")[2] for fingerprint in fingerprints]
+    return parts if all(parts) else None
 
 
 def non_finite(fingerprints: list[str]) -> str | None:

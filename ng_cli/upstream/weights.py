@@ -43,7 +43,7 @@ from typing import Any
 from ng_cli.servers.http import HttpClient
 from ng_cli.upstream.checkpoint import Checkpoint, CheckpointError, CheckpointGate
 from ng_cli.upstream.config import WeightUpdateDeadlines
-from ng_cli.upstream.engine_admin import EngineAdmin, PauseMode, PhaseError, non_finite
+from ng_cli.upstream.engine_admin import EngineAdmin, PauseMode, PhaseError, non_finite, shared_part
 from ng_cli.upstream.operations import Operations
 from ng_cli.upstream.pool import Endpoint, EndpointPool
 from ng_cli.upstream.versions import MAX_VERSION, WeightVersions
@@ -571,7 +571,8 @@ class WeightUpdater:
             problem = non_finite(fingerprint)
             if problem is not None:
                 raise PhaseError(engine.endpoint.root_url, "verify", problem)
-        if self.ranks_are_shards:  # each rank loaded its own experts: nothing to compare across them
+        if self.ranks_are_shards:  # each rank holds its own experts: compare what they all hold
+            self._verify_shared(serving, fingerprints)
             return
         first = fingerprints[0]
         for engine, fingerprint in zip(serving, fingerprints, strict=True):
@@ -580,6 +581,21 @@ class WeightUpdater:
                     engine.endpoint.root_url,
                     "verify",
                     f"its weights differ from {serving[0].endpoint.root_url}'s after the same load",
+                )
+
+    @staticmethod
+    def _verify_shared(engines: list[PhaseEngine], fingerprints: Sequence[list[str]]) -> None:
+        """The ranks of one expert-parallel group: equal weights but the experts' (attention,
+        embeddings, norms are replicated on every rank), each rank's experts its own."""
+        first = shared_part(fingerprints[0])
+        for engine, fingerprint in zip(engines, fingerprints, strict=True):
+            shared = shared_part(fingerprint)
+            if first is not None and shared is not None and shared != first:
+                raise PhaseError(
+                    engine.endpoint.root_url,
+                    "verify",
+                    f"its weights other than the experts' differ from {engines[0].endpoint.root_url}'s after the "
+                    "same load (every rank of an expert-parallel group holds the same non-expert weights)",
                 )
 
     async def _roll_back(self, engines: list[PhaseEngine]) -> dict[str, str]:

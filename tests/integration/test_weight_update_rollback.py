@@ -154,3 +154,22 @@ def test_a_push_left_open_is_aborted_when_its_lease_ends(
     state = admin(url, "/admin/weights")[1]
     assert (state["pushing"], state["admitting"], state["version"]) == (False, True, 0)
     assert all(one.log[-1] == "resume" for one in stand_ins)
+
+
+def test_expert_parallel_ranks_must_agree_on_their_non_expert_weights(tmp_path: Path) -> None:
+    """Each rank's fingerprint also digests its weights but the experts' (replicated on every rank):
+    ranks that disagree there after the same load are refused, and go back."""
+    for stand_ins, roots, url in serve(
+        [StandIn(), StandIn(odd_fingerprint=True)], data_parallel_mode="external_lb", expert_parallel_size=2
+    ):
+        good = checkpoints.swapped(MODEL, tmp_path / "B", "Ġdegrees", "ĠElacas")
+        status, answer = admin(url, "/admin/weights/update", {"path": str(good), "version": 1})
+        assert status == 200, answer  # other experts, same rest: fine
+        other = checkpoints.swapped(MODEL, tmp_path / "C", "It", "ĠCassul")
+        stand_ins[1].odd_shared_for = str(other)
+        status, answer = admin(url, "/admin/weights/update", {"path": str(other), "version": 2})
+        assert status == 409, answer
+        assert answer["error"]["phase"] == "verify"
+        assert answer["error"]["engine"] == roots[1]
+        assert "other than the experts'" in answer["error"]["message"]
+        assert all(one.holds == str(good) and not one.paused for one in stand_ins)
