@@ -184,6 +184,7 @@ class RunHelper:
         stack.stop()
         self._stopped_at = time.monotonic()
         atexit.unregister(self._stop_at_exit)
+        set_global_config_dict({})  # run_examples without a head_server_config: "no head server"
 
     def run_forever(self) -> None:
         """Supervise until Ctrl-C or a server's death, then shut down (what `ng_run` does)."""

@@ -186,8 +186,7 @@ def test_an_unknown_agent_is_refused_with_the_stack_s_agents(running: Any) -> No
         collect(examples, head_config(running))
 
 
-@pytest.mark.usefixtures("running")  # the stack RunHelper started in this process: its head is used
-def test_run_from_config_collects_with_the_collector(tmp_path: Path) -> None:
+def test_run_from_config_collects_with_the_collector(running: Any, tmp_path: Path) -> None:
     from nemo_gym.rollout_collection import RolloutCollectionConfig, RolloutCollectionHelper
 
     source = tmp_path / "in.jsonl"
@@ -195,7 +194,10 @@ def test_run_from_config_collects_with_the_collector(tmp_path: Path) -> None:
         "".join(json.dumps({k: v for k, v in row.items() if k != "_rowidx"}) + "\n" for row in rows(2))
     )
     config = RolloutCollectionConfig(
-        input_jsonl_fpath=source, output_jsonl_fpath=tmp_path / "out.jsonl", num_repeats=2
+        input_jsonl_fpath=source,
+        output_jsonl_fpath=tmp_path / "out.jsonl",
+        num_repeats=2,
+        head_server_url=running.stack.plan.head.url,
     )
 
     results = asyncio.run(RolloutCollectionHelper().run_from_config(config))
@@ -222,6 +224,8 @@ def test_shutdown_stops_everything_and_a_second_shutdown_says_so(own_marker: str
     assert is_port_free("127.0.0.1", head_port)
     with pytest.raises(NgError, match="already shut down"):
         helper.shutdown()
+    with pytest.raises(ConfigError, match="no head server"):  # not the stopped stack's address
+        collect(rows(1), None)
 
 
 @pytest.mark.usefixtures("nemo_gym")
