@@ -8,6 +8,7 @@
         (reads the input again; it changed since the check -> exit 2, naming it)
         worker: POST <agent>/run  (deadline, bounded attempts, backoff with jitter)
             ok     -> one os.write of one line to the output
+            cannot connect, and the head lists the agent elsewhere now -> the same call there
             failed -> classify -> retry, or one line to the failures file
     close_run (rewrite failures file, write metrics and NeMo Gym's _aggregate_metrics.json)
 
@@ -21,11 +22,13 @@ import asyncio
 import logging
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 from ng_cli.config.secrets import Redactor
+from ng_cli.errors import UpstreamUnavailableError
 from ng_cli.rollouts.agent_call import http_timeouts, post_run
 from ng_cli.rollouts.config import CollectConfig
-from ng_cli.rollouts.discovery import find_agent_urls
+from ng_cli.rollouts.discovery import find_agent_urls, listed_url
 from ng_cli.rollouts.failures import FailureKind, classify
 from ng_cli.rollouts.inputs import Task, iter_tasks, scan_input
 from ng_cli.rollouts.materialized import run_body, write_materialized_inputs
@@ -135,12 +138,11 @@ class _Collector:
 
     async def _rollout(self, task: Task, rollout_index: int) -> None:
         """Attempt one rollout until it succeeds, fails for good, or attempts run out."""
-        url = f"{self.agent_urls[task.agent]}/run"
         row = run_body(self.config, task.row, task.index, rollout_index)
         for attempt in range(1, self.config.max_attempts + 1):
             self.stats.attempts += 1
             try:
-                answer = await post_run(self.http, url, row, timeout_s=self.config.rollout_timeout_s)
+                answer = await self._post_run(task.agent, row)
                 line, outcome = to_output_line(
                     row,
                     answer,
@@ -163,6 +165,28 @@ class _Collector:
             self.files.scoreboard.record(outcome)
             self.stats.rollout_succeeded(attempts=attempt, output_tokens=outcome.output_tokens)
             return
+
+    async def _post_run(self, agent: str, row: dict[str, Any]) -> Any:
+        """One attempt's POST /run. An agent that cannot be reached and that the head now lists at
+        another address (restarted on another Ray node, its own node lost) is called there at once,
+        as the same attempt: nothing is left at the old address to answer it. Agents given by
+        +agent_urls stay where they were given."""
+        for may_follow in (True, False):
+            base = self.agent_urls[agent]
+            try:
+                return await post_run(self.http, f"{base}/run", row, timeout_s=self.config.rollout_timeout_s)
+            except UpstreamUnavailableError:
+                if not may_follow or agent in self.config.agent_urls:
+                    raise
+                moved_to = await listed_url(self.http, self.config, agent)
+                if moved_to is None or moved_to == base:
+                    raise
+                if self.agent_urls[agent] == base:  # the first worker to see it says so
+                    self.agent_urls[agent] = moved_to
+                    logger.warning(
+                        "agent '%s' moved: %s -> %s (listed by the head server)", agent, base, moved_to
+                    )
+        raise AssertionError("unreachable: the second try returns or raises")
 
     def _log_internal(self, kind: FailureKind, error: Exception) -> None:
         """A bug in the collector must not hide as a failure class: log its traceback once."""

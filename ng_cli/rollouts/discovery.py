@@ -3,7 +3,8 @@
 `ng_run` starts the head server; it lists every server of the stack with its URL and whether it
 is ready. An agent that is listed but not ready yet is waited for (up to `ready_timeout_s`), so
 a script may start `ng_run` and the collector back to back. Every problem here happens before
-any rollout starts.
+any rollout starts. `listed_url` asks again during a run: an agent restarted on another Ray node
+(its own node lost) listens at a new address, which the head lists.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from ng_cli.rollouts.config import CollectConfig
 from ng_cli.rollouts.inputs import AGENT_SERVER_TYPE, InputSummary
 from ng_cli.servers.http import HttpClient, Timeouts
 
-__all__ = ["find_agent_urls"]
+__all__ = ["find_agent_urls", "listed_url"]
 
 _HEAD_TIMEOUTS = Timeouts(connect_s=3.0, read_s=10.0, total_s=15.0)
 _POLL_S = 0.5
@@ -45,6 +46,16 @@ async def find_agent_urls(http: HttpClient, config: CollectConfig, summary: Inpu
                 hint="check ng_run's output for a server that failed to start, or raise +ready_timeout_s",
             )
         await asyncio.sleep(_POLL_S)
+
+
+async def listed_url(http: HttpClient, config: CollectConfig, name: str) -> str | None:
+    """Where the head lists the server `name` now; None when the head cannot say."""
+    try:
+        servers = await _list_servers(http, config)
+    except ConfigError:
+        return None
+    url = servers.get(name, {}).get("url")
+    return str(url).rstrip("/") if url else None
 
 
 async def _list_servers(http: HttpClient, config: CollectConfig) -> dict[str, Mapping[str, Any]]:
