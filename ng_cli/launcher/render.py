@@ -93,7 +93,7 @@ def ready_table(
     table.add_column("pid", justify="right")
     on_ray = plan.placement is not None
     if on_ray:
-        table.add_column("node / Ray actor")
+        table.add_column("node address, id / Ray actor")
     table.add_column("ready (s)", justify="right")
     head = plan.head
     where = ["(driver)"] if on_ray else []
@@ -113,11 +113,19 @@ def ready_table(
     return table
 
 
+_SHORT_NODE_ID = 8
+"""Hex digits of a Ray node id shown in tables (`ray list nodes` shows all 56; messages too)."""
+
+
 def _where(entry: Mapping[str, Any]) -> str:
-    """`10.0.0.3 ng-ab12-policy-engine-0`, or the local node's name for a plain child."""
+    """`10.0.0.3 node 5c1e2a9b ng-ab12-policy-engine-0`, or the local node's name for a plain
+    child. The node id tells apart nodes that share an address (several raylets on one host)."""
     actor = entry.get("actor")
     node = str(entry.get("node") or "-")
-    return f"{node} {actor}" if actor else f"{node} (local process)"
+    if not actor:
+        return f"{node} (local process)"
+    node_id = str(entry.get("node_id") or "")
+    return f"{node} node {node_id[:_SHORT_NODE_ID]} {actor}" if node_id else f"{node} {actor}"
 
 
 def status_table(head_url: str, servers: Iterable[Mapping[str, Any]], up: Mapping[str, bool]) -> Table:
@@ -128,7 +136,7 @@ def status_table(head_url: str, servers: Iterable[Mapping[str, Any]], up: Mappin
     table.add_column("implementation")
     table.add_column("URL", no_wrap=True)
     table.add_column("pid", justify="right")
-    table.add_column("node / Ray actor")
+    table.add_column("node address, id / Ray actor")
     table.add_column("status")
     for server in servers:
         state = "[green]up[/green]" if up.get(server["name"]) else "[red]down[/red]"
