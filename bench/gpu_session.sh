@@ -20,6 +20,9 @@
 #   bash bench/gpu_session.sh weights8b          (weight updates at real size: bench/weight_update_8b.py over A and B
 #                                                 with gpu_dense_8b_weights.yaml, then warm and cold with fastsafetensors)
 #   bash bench/gpu_session.sh loaders8b          (the same warm updates with vLLM's multi-thread loader)
+#   bash bench/gpu_session.sh pushipc8b [ROUNDS] (issue 41, colocated: a trainer process on the same GPU pushes A and
+#                                                 B by CUDA IPC (begin/push/commit) interleaved with disk updates,
+#                                                 bench/weight_push_ipc.py over gpu_dense_8b_push_ipc.yaml)
 # Issue 28's rest, on two GPUs (nvidia-h100-x2):
 #   bash bench/gpu_session.sh ckptmoe            (the tiny Qwen3-MoE of moe_dp2_ep2.yaml, and two random real
 #                                                 checkpoints of it, moeA and moeB, under /tmp/ng-ckpt)
@@ -49,7 +52,7 @@ STAGE=/tmp/ng-wh
 PY="$VENV/bin/python"
 export NG_VLLM_VENV="$VENV" PYTHONUNBUFFERED=1 NG_GPU_RESULTS="$OUT"
 
-step="${1:?usage: gpu_session.sh stage|install|quickstart|replicas|dense8b|ckpt8b|weights8b|loaders8b|ckptmoe|eff28|moe28|tp2|issue28|bg|poll [args]}"
+step="${1:?usage: gpu_session.sh stage|install|quickstart|replicas|dense8b|ckpt8b|weights8b|loaders8b|pushipc8b|ckptmoe|eff28|moe28|tp2|issue28|bg|poll [args]}"
 case "$step" in
   stage)
     bash scripts/build_vllm_env.sh --wheelhouse "${2:?part folder}" --stage "$STAGE" --stage-only
@@ -136,6 +139,16 @@ case "$step" in
       --checkpoint-a /tmp/ng-ckpt/A --checkpoint-b /tmp/ng-ckpt/B --updates 5 --phases warm --label "multi-thread loader" \
       --override "++$engine.vllm_serve_kwargs.model_loader_extra_config={enable_multithread_load:true,num_threads:8}" \
       --output "$OUT/weight_update_8b_multithread.json" 2>&1 | tee "$OUT/weight_update_8b_multithread.txt" || true
+    ;;
+  pushipc8b)
+    for _ in $(seq 600); do [ -f /tmp/ng-ckpt/.done ] && break; sleep 1; done
+    [ -f /tmp/ng-ckpt/.done ] || { echo "no checkpoints: run the ckpt8b step first" >&2; exit 2; }
+    "$PY" bench/weight_push_ipc.py \
+      --config resources_servers/example_single_tool_call/configs/example_single_tool_call.yaml \
+      --config responses_api_models/local_vllm_model/configs/gpu_dense_8b_push_ipc.yaml \
+      --checkpoint-a /tmp/ng-ckpt/A --checkpoint-b /tmp/ng-ckpt/B --rounds "${2:-6}" --label "8B, colocated" \
+      --override "++example_single_tool_call_simple_agent.responses_api_agents.simple_agent.num_workers=4" \
+      --output "$OUT/weight_push_ipc_8b.json" 2>&1 | tee "$OUT/weight_push_ipc_8b.txt" || true
     ;;
   ckptmoe)
     CKPY="$PY"; [ -x "$CKPY" ] || CKPY=python3

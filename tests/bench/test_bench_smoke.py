@@ -125,6 +125,7 @@ SMOKES = [
 NOT_RUN_HERE = {
     "weight_update_8b.py": "needs a GPU: an 8B model with real weights (bench/gpu_session.sh weights8b)",
     "moe_dp_ep.py": "needs two GPUs: moe_dp2_ep2 through ng_run (bench/gpu_session.sh moe28)",
+    "weight_push_ipc.py": "needs a GPU: CUDA IPC from a trainer process to the engine (bench/gpu_session.sh pushipc8b)",
     "nemo_gym_servers.py": "needs NeMo Gym's tree (--nemo-gym ROOT: its 43 MB wheel unpacked)",
     "nemo_gym_startup.py": "needs NeMo Gym's tree and its own dependencies (--nemo-gym ROOT)",
     "nemo_gym_own_tests.py": "needs NeMo Gym's tree (--nemo-gym ROOT: runs its servers' own tests)",
