@@ -35,7 +35,7 @@ import ray
 
 from ng_cli.engines.plan import ENGINE_MAIN
 
-__all__ = ["ENGINE_MAIN_TOKEN", "GpuLease", "ProcessHost"]
+__all__ = ["ENGINE_MAIN_TOKEN", "GpuLease", "NodeProbe", "ProcessHost"]
 
 _ray_util: Any = ray.util  # partly untyped, and absent for mypy where the extra is not installed
 
@@ -213,8 +213,14 @@ class _GpuLease:
         return [str(gpu) for gpu in ray.get_gpu_ids()]
 
 
+def _node_id() -> str:
+    return str(ray.get_runtime_context().get_node_id())
+
+
 _remote: Any = ray.remote  # Ray's overloads know no actor options (max_concurrency)
 ProcessHost: Any = _remote(max_restarts=0)(_ProcessHost)
 """Not threaded: calls run on the worker's main thread, so a child's PR_SET_PDEATHSIG (tied to the
 thread that forked it) fires when the actor dies, not when a pool thread ends."""
 GpuLease: Any = _remote(max_restarts=0)(_GpuLease)
+NodeProbe: Any = _remote(num_cpus=0, max_retries=0)(_node_id)
+"""A task pinned to a node (`launcher.ray.verdict`): that it ran there is Ray's word that the node runs work."""

@@ -10,7 +10,9 @@
 
 Handles (`RayChild`) look like local children to `Stack` and `EngineFleet`: a pid, an exit code,
 the last lines, `kill()`; a relay thread polls the actor for output and for the process's end,
-and an actor that dies reads as an exit, reported with its name and node.
+and an actor that dies reads as an exit once Ray has said why (`verdict`), reported with its name
+and node. A restart goes only to a node Ray lists alive and that `NodeWatch` does not bar: never
+a lost node, nor one whose verdict is pending, until Ray has run work there again.
 
 Everything here imports Ray lazily: only a config with `ray.address` reaches this module.
 """
@@ -31,8 +33,9 @@ from ng_cli.engines.plan import ENGINE_MAIN, EngineSpec, InstanceEngines
 from ng_cli.errors import LaunchError, PlacementError
 from ng_cli.launcher.engines import NotPlacedYet
 from ng_cli.launcher.process import LineSink
-from ng_cli.launcher.ray.child import RayChild, import_ray, is_node_alive, node_text
+from ng_cli.launcher.ray.child import RayChild, import_ray, node_text
 from ng_cli.launcher.ray.config import RayConfig
+from ng_cli.launcher.ray.verdict import NodeWatch, is_node_alive
 
 __all__ = ["RayBackend", "RayChild"]
 
@@ -71,6 +74,8 @@ class RayBackend:
         """What waits for room after a lost node -> (since, when we last said so)."""
         self.say: Callable[[str], None] = lambda _line: None
         """ng_run's own lines (the stack sets it): waiting for capacity, re-placed groups."""
+        self.watch = NodeWatch()
+        """Nodes no restart may go to: lost, or an actor there awaits Ray's verdict (or got none)."""
 
     @classmethod
     def connect(cls, config: RayConfig, *, cpus_needed: float = 0.0) -> RayBackend:
@@ -184,6 +189,8 @@ class RayBackend:
             node = self._call(
                 actor.node.remote(), spec.name, "start its actor", self.config.placement_timeout_s
             )
+            if spec.name in self._engine_nodes and node["node_id"] in self.watch.barred():
+                raise _Barred(spec.name)  # the group moved onto a barred node meanwhile: not there
             gpu_ids: list[str] = []
             if on_gpu:
                 gpu_ids = self._call(actor.gpu_ids.remote(), spec.name, "read its GPU ids")
@@ -222,10 +229,12 @@ class RayBackend:
             secret = self.ray.put({"env": env, "unset": unset})
             argv = [ENGINE_MAIN_TOKEN if part == str(ENGINE_MAIN) else part for part in spec.argv()]
             pid = self._call(actor.start.remote(argv, [secret]), spec.name, "start vLLM")
-        except LaunchError:  # its node lost meanwhile, say: free the bundle for the next try
+        except (LaunchError, _Barred) as error:  # its node lost meanwhile, say: free the bundle
             for held in (actor, *leases):
                 with contextlib.suppress(Exception):
                     self.ray.kill(held, no_restart=True)
+            if isinstance(error, _Barred):
+                raise NotPlacedYet(spec.name) from None
             raise
         child = RayChild(
             name=spec.name,
@@ -235,10 +244,19 @@ class RayBackend:
             pid=pid,
             sink=sink,
             leases=leases,
+            **self._verdicts(),
         )
         child.start_relay()
         self.children.append(child)
         return child, spec
+
+    def _verdicts(self) -> dict[str, Any]:
+        """What a child needs to wait for Ray's verdict when its actor stops answering."""
+        return {
+            "watch": self.watch,
+            "verdict_timeout_s": self.config.node_verdict_timeout_s,
+            "say": lambda line: self.say(line),  # the stack sets `say` after connecting
+        }
 
     def _address(self, spec: EngineSpec, actor: Any, node: dict[str, Any]) -> EngineSpec:
         """The engine on its node: the node's address, ports free there, its group's coordinator."""
@@ -279,9 +297,10 @@ class RayBackend:
             ) from None
 
     def _ensure_group(self, name: str) -> None:
-        """Return once the group holds all its bundles on live nodes; else NotPlacedYet (try again
-        soon), a new group when Ray has not re-placed it within _REVIVE_S, and a PlacementError
-        once ray.capacity_wait_s has passed."""
+        """Return once the group holds all its bundles on live nodes that no verdict bars; else
+        NotPlacedYet (try again soon), a new group when Ray has not re-placed it within _REVIVE_S,
+        and a PlacementError once ray.capacity_wait_s has passed, or at once on a node Ray gave no
+        verdict on (it neither declared it dead nor ran work there)."""
         from ray.util.placement_group import placement_group, placement_group_table, remove_placement_group
 
         assert self.placement is not None
@@ -291,7 +310,23 @@ class RayBackend:
         except Exception:
             table = {"state": "PENDING"}
         nodes = set((table.get("bundles_to_node_id") or {}).values())
-        if table.get("state") == "CREATED" and all(is_node_alive(self.ray, node) for node in nodes):
+        silent = nodes & self.watch.silent()
+        if silent:
+            raise PlacementError(
+                f"placement group {self._group_names[name]} is on node {', '.join(sorted(silent))}, where an "
+                f"actor of ours stopped answering and Ray, within ray.node_verdict_timeout_s "
+                f"{self.config.node_verdict_timeout_s:g} s, neither declared the node dead nor ran work there; "
+                "no restart is sent to a node Ray has not declared alive",
+                group=name,
+                missing=self.placement.group(name).needs(),
+                hint="`ray status` and `ray list nodes` show the node; raise ray.node_verdict_timeout_s if "
+                "the cluster's health checks are slower than Ray's defaults",
+            )
+        if nodes & self.watch.pending():
+            raise NotPlacedYet(name)  # Ray's verdict on that node is still to come
+        if table.get("state") == "CREATED" and all(
+            is_node_alive(self.ray, node) and node not in self.watch.barred() for node in nodes
+        ):
             if self._waiting.pop(name, None) is not None:
                 self.say(f"placement group {self._group_names[name]} is placed again")
             return
@@ -352,12 +387,15 @@ class RayBackend:
 
     # -- servers ---------------------------------------------------------------------------------
 
-    def listen(self, name: str, host: str, port: int, num_cpus: float) -> tuple[str, int]:
+    def listen(
+        self, name: str, host: str, port: int, num_cpus: float, *, node_id: str | None = None
+    ) -> tuple[str, int]:
         """A server actor binds its socket on its node; the address the others will use comes back.
 
         A loopback `host` stays loopback (`ray.servers_listen_on: loopback`, the default): the
         actor is then pinned to ng_run's own node, where the head server, the other servers and
-        the collector reach it. `node` (or a `host` of 0.0.0.0) binds the node's address."""
+        the collector reach it. `node` (or a `host` of 0.0.0.0) binds the node's address, on
+        `node_id` when given (a restart: a node Ray lists alive that no verdict bars)."""
         from ng_cli.launcher.ray.actors import ProcessHost
 
         assert self.placement is not None
@@ -365,11 +403,11 @@ class RayBackend:
         actor_name = self.placement.server_actor(name) + (f"-r{attempt}" if attempt else "")
         on_loopback = host in _LOOPBACK and self.config.servers_listen_on == "loopback"
         options: dict[str, Any] = {"name": actor_name, "num_cpus": num_cpus}
-        if on_loopback:
+        if on_loopback or node_id is not None:
             from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-            ours = self.ray.get_runtime_context().get_node_id()
-            options["scheduling_strategy"] = NodeAffinitySchedulingStrategy(node_id=ours, soft=False)
+            where = str(self.ray.get_runtime_context().get_node_id() if on_loopback else node_id)
+            options["scheduling_strategy"] = NodeAffinitySchedulingStrategy(node_id=where, soft=False)
         actor = ProcessHost.options(**options).remote(name)
         self.actors.append(actor)
         self._actor_names.append(actor_name)
@@ -383,17 +421,27 @@ class RayBackend:
         """A new actor for a server whose node was lost, on a node with room: the same port where
         it is free there (so the URL the others know stays right where the address does too).
         NotPlacedYet while no live node has room; PlacementError past ray.capacity_wait_s."""
-        if not any(node.cpus + 1e-9 >= num_cpus for node in self.free_capacity()):
+        barred = self.watch.barred()
+        room = sorted(
+            (
+                node
+                for node in self.free_capacity()
+                if node.key not in barred and node.cpus + 1e-9 >= num_cpus
+            ),
+            key=lambda node: -node.cpus,
+        )
+        if not room:
             self._not_yet(f"server {name}", f"server actor '{name}'", f"{num_cpus:g} CPU on one node")
         self._waiting.pop(f"server {name}", None)
         self._restarts[name] = self._restarts.get(name, 0) + 1
+        node_id = room[0].key
         try:
-            return self.listen(name, host, port, num_cpus)
+            return self.listen(name, host, port, num_cpus, node_id=node_id)
         except LaunchError:  # the port is taken on the new node: any free one
             with contextlib.suppress(Exception):
                 self.ray.kill(self.actors[-1], no_restart=True)  # the actor that could not bind
             self._restarts[name] += 1
-            return self.listen(name, host, 0, num_cpus)
+            return self.listen(name, host, 0, num_cpus, node_id=node_id)
 
     def start_server(
         self,
@@ -410,7 +458,14 @@ class RayBackend:
         argv = ["{python}", *command[1:-1]]  # the spec path is the actor's own file
         pid = self._call(actor.start.remote(argv, [secret]), name, "start the server")
         child = RayChild(
-            name=name, actor=actor, actor_name=actor_name, node=node, pid=pid, sink=sink, redact=redact
+            name=name,
+            actor=actor,
+            actor_name=actor_name,
+            node=node,
+            pid=pid,
+            sink=sink,
+            redact=redact,
+            **self._verdicts(),
         )
         child.start_relay()
         self.children.append(child)
@@ -478,6 +533,10 @@ class RayBackend:
             if (not actors and not groups) or time.monotonic() > deadline:
                 return sorted(actors | groups)
             time.sleep(0.1)
+
+
+class _Barred(Exception):
+    """An engine's restart landed on a node no restart may go to (its group moved meanwhile)."""
 
 
 def _check_reachable(address: str) -> None:

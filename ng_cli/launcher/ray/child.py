@@ -1,8 +1,10 @@
 """`RayChild`: a process that a Ray actor owns, seen by the launcher as one more child (`process.Handle`).
 
 A relay thread polls the actor for new output lines (shown with the `[name]` prefix, the last ones
-kept for death reports) and for the process's end; an actor that dies reads as an exit, reported
-with the actor's name and node. `kill()` ends the process, its actor and the actor's GPU leases.
+kept for death reports) and for the process's end. An actor that stops answering reads as an exit
+only once Ray has given its verdict (`launcher.ray.verdict`: its node lost, or it died on a live
+node), reported with the actor's name and node; until then the process reads as running and no
+restart is sent anywhere. `kill()` ends the process, its actor and the actor's GPU leases.
 """
 
 from __future__ import annotations
@@ -17,8 +19,10 @@ from typing import Any
 
 from ng_cli.errors import ConfigError
 from ng_cli.launcher.process import LOG_TAIL_LINES, LineSink, describe_exit
+from ng_cli.launcher.ray.config import RayConfig
+from ng_cli.launcher.ray.verdict import NodeWatch, RayCluster, Verdict, await_verdict
 
-__all__ = ["ACTOR_DIED", "RayChild", "import_ray", "is_node_alive", "node_text"]
+__all__ = ["ACTOR_DIED", "RayChild", "import_ray", "node_text"]
 
 _POLL_S = 0.2
 _CALL_TIMEOUT_S = 30.0
@@ -43,28 +47,6 @@ def node_text(node: dict[str, Any]) -> str:
     return f"node {node.get('node_id') or '?'} ({node.get('ip') or '?'})"
 
 
-def is_node_alive(ray: Any, node_id: str) -> bool:
-    """False once the cluster has marked the node dead (its raylet gone: preempted, crashed, removed)."""
-    try:
-        nodes = ray.nodes()
-    except Exception:  # the cluster itself is gone: nothing to tell
-        return True
-    return any(node.get("NodeID") == node_id and node.get("Alive") for node in nodes)
-
-
-def _node_was_lost(ray: Any, node_id: str, *, checks: int = 11, every_s: float = 0.5) -> bool:
-    """When a node dies at once the cluster marks it dead before the actors it held, so one check
-    tells; when its raylet outlives its workers by a moment, it reports them dead first and the
-    node follows after its missed health checks: a few more seconds of checks cover that (an
-    actor that died on a live node costs its report 5 s)."""
-    for check in range(checks):
-        if not is_node_alive(ray, node_id):
-            return True
-        if check < checks - 1:
-            time.sleep(every_s)
-    return False
-
-
 @dataclass(eq=False)
 class RayChild:
     """One process owned by an actor, seen from the driver as a child."""
@@ -78,11 +60,19 @@ class RayChild:
     redact: Callable[[str], str] | None = field(default=None, repr=False)
     leases: list[Any] = field(default_factory=list, repr=False)
     """GPU lease actors holding its other bundles: they end with it (a restart needs those GPUs)."""
+    watch: NodeWatch = field(default_factory=NodeWatch, repr=False)
+    """The backend's record of nodes no restart may go to (this child's verdicts feed it)."""
+    verdict_timeout_s: float = RayConfig.model_fields["node_verdict_timeout_s"].default
+    """`ray.node_verdict_timeout_s` (the backend passes the configured value)."""
+    say: Callable[[str], None] = field(default=lambda _line: None, repr=False)
+    """ng_run's own lines: an actor that stopped answering, and Ray's verdict on it."""
     tail: deque[str] = field(default_factory=lambda: deque(maxlen=LOG_TAIL_LINES))
     relay: threading.Thread | None = None
     actor_died: bool = False
     node_lost: bool = False
     """Its actor died because its node did (the cluster marked the node dead)."""
+    verdict: Verdict | None = None
+    """Ray's verdict once its actor stopped answering (NONE: none within verdict_timeout_s)."""
     _code: int | None = None
     _stopping: bool = False
 
@@ -101,6 +91,11 @@ class RayChild:
         where = f"Ray actor {self.actor_name} on {node_text(self.node)}"
         if self.node_lost:
             return f"its {where} died: node lost (the process died with it)"
+        if self.verdict is Verdict.NONE:
+            return (
+                f"its {where} stopped answering, and within {self.verdict_timeout_s:g} s "
+                "(ray.node_verdict_timeout_s) Ray neither declared the node dead nor ran work there"
+            )
         if self.actor_died:
             return f"its {where} died (the process died with it)"
         return f"{describe_exit(code)}; {where}"
@@ -137,15 +132,24 @@ class RayChild:
     def _relay(self) -> None:
         ray = import_ray()
         cursor = 0
+        failing_since: float | None = None
         while self._code is None:
             try:
                 lines, cursor, code = ray.get(self.actor.poll.remote(cursor), timeout=_CALL_TIMEOUT_S)
             except ray.exceptions.GetTimeoutError:
                 continue
-            except ray.exceptions.RayError:  # the actor died (killed, its node lost): so did the process
-                if not self._stopping:
+            except ray.exceptions.RayError as error:  # it died (killed, its node lost), or a passing failure
+                verdict: Verdict | None = None
+                if not self._stopping:  # our own stop ends actors: no news then
+                    failing_since = failing_since or time.monotonic()
+                    verdict = self._await_verdict(error, failing_since)
+                if verdict is Verdict.ANSWERS and not self._stopping:
+                    time.sleep(_POLL_S)
+                    continue
+                if verdict is not None and not self._stopping:
+                    self.verdict = verdict
                     self.actor_died = True
-                    self.node_lost = _node_was_lost(ray, str(self.node.get("node_id")))
+                    self.node_lost = verdict is Verdict.LOST
                 self._code = ACTOR_DIED
                 return
             except Exception:  # Ray already shut down under a stopping stack: nothing left to read
@@ -153,6 +157,7 @@ class RayChild:
                     raise
                 self._code = ACTOR_DIED
                 return
+            failing_since = None
             for line in lines:
                 shown = self.redact(line) if self.redact is not None else line
                 self.tail.append(shown)
@@ -162,3 +167,30 @@ class RayChild:
                 self._code = code
                 return
             time.sleep(_POLL_S)
+
+    def _await_verdict(self, error: Exception, failing_since: float) -> Verdict:
+        """Ray's word on the actor and its node, up to verdict_timeout_s after its calls began to fail."""
+        node_id = str(self.node.get("node_id"))
+        where = f"its Ray actor {self.actor_name} on {node_text(self.node)}"
+        self.say(
+            f"{self.name}: {where} stopped answering ({type(error).__name__}); waiting for Ray's verdict "
+            f"on it and its node (up to ray.node_verdict_timeout_s {self.verdict_timeout_s:g} s)"
+        )
+        self.watch.suspect(node_id)
+        verdict = Verdict.NONE
+        try:
+            verdict = await_verdict(
+                RayCluster(import_ray()),
+                self.actor,
+                node_id,
+                deadline=failing_since + self.verdict_timeout_s,
+                should_stop=lambda: self._stopping,
+            )
+        finally:
+            self.watch.settle(node_id, verdict)
+        if not self._stopping:
+            self.say(
+                f"{self.name}: Ray's verdict on {where}, {time.monotonic() - failing_since:.1f} s after "
+                f"its calls began to fail: {verdict.value}"
+            )
+        return verdict

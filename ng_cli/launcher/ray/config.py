@@ -8,6 +8,7 @@
       engine_num_cpus: 1         # CPUs per placement-group bundle of an engine
       expert_groups_may_span: false
       capacity_wait_s: 300       # after a lost node: how long to wait for room before stopping
+      node_verdict_timeout_s: 120  # an actor that stops answering: how long to wait for Ray's verdict
       num_cpus: 8                # local only: the private cluster's logical CPUs (default: this machine's)
 
 Reading this block imports nothing from Ray: `ray` is an optional extra, loaded by
@@ -59,6 +60,12 @@ class RayConfig(BaseModel):
     capacity_wait_s: float = Field(default=300.0, ge=0)
     """After a node is lost: how long an engine's group or a server actor may wait for room on the
     nodes that remain (or join) before ng_run stops with the reason; it says so every 10 s."""
+    node_verdict_timeout_s: float = Field(default=120.0, gt=0)
+    """An actor of ours that stops answering: how long ng_run waits for Ray's verdict on it (its
+    node declared dead, or the actor dead on a node that still runs work) before it stops, naming the
+    actor and node. Nothing is restarted meanwhile. With Ray's default health checks a node whose
+    raylet was killed is declared dead about 15 s later (5 missed checks 3 s apart), a host that
+    vanished without a word up to about 65 s later (each check may wait 10 s); the default covers both."""
     server_max_restarts: int = Field(default=3, ge=0)
     """Restarts of a server actor whose node was lost (on another node); past them ng_run stops.
     A server that dies while its node lives stops the stack at once, as a local one does."""
