@@ -84,24 +84,46 @@ class WeightsExtension:
         digest, shared = hashlib.sha256(), hashlib.sha256()
         broken: list[str] = []
         model = self.model_runner.get_model()
+        named = sorted(model.named_parameters(), key=lambda item: item[0])
         with torch.inference_mode():
-            for name, parameter in sorted(model.named_parameters(), key=lambda item: item[0]):
-                flat = parameter.detach().reshape(-1)
-                plain = weighted = 0.0
-                for start in range(0, flat.numel(), _CHUNK):
-                    values = flat[start : start + _CHUNK].to(torch.float64)
-                    position = torch.arange(values.numel(), dtype=torch.float64, device=values.device)
-                    plain += values.sum().item()
-                    weighted += (values * ((position + start) % 8191 + 1)).sum().item()
-                if not (math.isfinite(plain) and math.isfinite(weighted)):
-                    broken.append(name)
-                line = f"{name}:{plain!r}:{weighted!r};".encode()
-                digest.update(line)
-                if ".experts." not in name:
-                    shared.update(line)
+            # Both sums of every tensor stay on its device; one copy to the host at the end (a
+            # `.item()` per chunk was two device syncs each). The position weights are one cached
+            # vector per device, and a dot product needs no product tensor.
+            sums = (
+                torch.stack([_sums(parameter.detach().reshape(-1)) for _, parameter in named]).cpu().tolist()
+            )
+        for (name, _), (plain, weighted) in zip(named, sums, strict=True):
+            if not (math.isfinite(plain) and math.isfinite(weighted)):
+                broken.append(name)
+            line = f"{name}:{plain!r}:{weighted!r};".encode()
+            digest.update(line)
+            if ".experts." not in name:
+                shared.update(line)
         if broken:
             return f"{_NON_FINITE}{len(broken)}:{', '.join(broken[:3])}"
         return f"{digest.hexdigest()} {_SHARED}{shared.hexdigest()}"
+
+
+_POSITIONS: dict[Any, Any] = {}
+"""Device -> the float64 weights (position % 8191 + 1) of one chunk, made once."""
+
+
+def _sums(flat: Any) -> Any:
+    """[sum of the values, sum of the values weighted by their position in their chunk], float64, on
+    the tensor's device: equal tensors give equal sums, a permutation or a changed value does not."""
+    import torch
+
+    positions = _POSITIONS.get(flat.device)
+    if positions is None:
+        positions = torch.arange(_CHUNK, dtype=torch.float64, device=flat.device) % 8191 + 1
+        _POSITIONS[flat.device] = positions
+    plain = torch.zeros((), dtype=torch.float64, device=flat.device)
+    weighted = torch.zeros((), dtype=torch.float64, device=flat.device)
+    for start in range(0, flat.numel(), _CHUNK):
+        values = flat[start : start + _CHUNK].to(torch.float64)
+        plain += values.sum()
+        weighted += torch.dot(values, positions[: values.numel()])
+    return torch.stack([plain, weighted])
 
 
 def _tie_embeddings(model: Any) -> None:
