@@ -81,10 +81,11 @@ class LocalVllmModel(VllmModelServer[LocalVllmModelConfig]):
                 else None
             ),
             push_reason=(
-                f"'{self.name}' takes no tensor push: its engines started without a weight transfer "
-                "backend (set weight_transfer: nccl or ipc and restart ng_run), so vLLM would fail "
-                "/start_weight_update; update from a checkpoint directory instead (ng_update_weights)"
-                if config.weight_transfer == "none" and config.launches_engines
+                f"'{self.name}' takes no tensor push: its engines have no weight transfer backend "
+                "(weight_transfer: none), so vLLM would fail /start_weight_update; set weight_transfer: nccl "
+                "or ipc (ng_run starts its engines with it; for engines at a base_url, the backend they "
+                "were started with) and restart ng_run, or update from a checkpoint directory (ng_update_weights)"
+                if config.weight_transfer == "none"
                 else None
             ),
         )

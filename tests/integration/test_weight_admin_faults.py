@@ -341,3 +341,14 @@ def test_a_base_url_stack_with_weight_updates_lists_its_admin_routes(tmp_path: P
             assert stand_in.holds == str(good)
         finally:
             stack.stop()
+
+
+def test_begin_without_a_transfer_backend_is_refused_before_any_pause() -> None:
+    """The new user's `begin()` on a stack without `weight_transfer`: vLLM's raw 500, then a failed
+    rollback. Engines at a base_url say their backend by the same key."""
+    with served([StandIn()], weight_transfer="none") as (stand_ins, _roots, url):
+        code, answer = admin(url, "/admin/weights/begin", {"version": 1})
+        assert code == 409, answer
+        assert "takes no tensor push" in answer["error"]["message"]
+        assert stand_ins[0].log == []
+        assert status(url)["admitting"] is True
