@@ -41,18 +41,47 @@ def test_list_benchmarks_says_none_ship_and_finds_nemo_gym_layout(
         " num_repeats: 32, prepare_script: benchmarks/aime24/prepare.py}\n"
         "      - {name: ex, type: example, jsonl_fpath: x.jsonl}\n"
     )
+    variant = config.parent / "config_with_system.yaml"
+    variant.write_text(config.read_text().replace("name: aime24,", "name: aime24_system,"))
     listed = json.loads(CliRunner().invoke(list_benchmarks.app, ["+json=true"]).output)
     assert listed == [
         {
-            "name": "aime24",
+            "name": "aime24",  # NeMo Gym's name: the folder of a config.yaml, any other config by its path
+            "kind": "benchmark",
+            "status": "no-manifest",
+            "domain": None,
+            "description": None,
+            "version": None,
+            "integration_profile": None,
+            "modality": None,
+            "licensing": None,
+            "lifecycle": None,
             "config": "benchmarks/aime24/config.yaml",
             "agent": "aime24_agent",
             "num_repeats": 32,
             "jsonl_fpath": "benchmarks/aime24/data/aime24.jsonl",
             "has_data": False,
             "prepare_script": "benchmarks/aime24/prepare.py",
-        }
+        },
+        {
+            "name": "aime24/config_with_system",
+            "kind": "benchmark",
+            "status": "no-manifest",
+            "domain": None,
+            "description": None,
+            "version": None,
+            "integration_profile": None,
+            "modality": None,
+            "licensing": None,
+            "lifecycle": None,
+            "config": "benchmarks/aime24/config_with_system.yaml",
+            "agent": "aime24_agent",
+            "num_repeats": 32,
+            "jsonl_fpath": "benchmarks/aime24/data/aime24.jsonl",
+            "has_data": False,
+            "prepare_script": "benchmarks/aime24/prepare.py",
+        },
     ]
     table = CliRunner().invoke(list_benchmarks.app, [])
-    assert "aime24" in table.output
+    assert "aime24/config_with_system" in table.output
     assert "missing" in table.output

@@ -4,6 +4,8 @@ its commands not offered here refused with the reason."""
 from __future__ import annotations
 
 import importlib
+import os
+import re
 import sys
 import tomllib
 from pathlib import Path
@@ -96,6 +98,32 @@ NEMO_GYM_0_7_0_COMMANDS = [
         (["--version"], "version", []),
         ([], "help", []),
         (["dataset", "download", "--repo-id", "x"], "download_dataset_from_hf", ["--repo-id", "x"]),
+        (["dataset", "upload", "--storage", "gitlab"], "upload_dataset_to_gitlab", ["--storage", "gitlab"]),
+        (["dataset", "download", "--storage=gitlab"], "download_dataset_from_gitlab", ["--storage=gitlab"]),
+        (
+            ["list", "benchmarks", "aime24", "--json"],
+            "list_benchmarks",
+            ['+component_name="aime24"', "+json=true"],
+        ),
+        (
+            ["list", "environments", "--kind", "benchmark", "--domain=math", "--status", "no-manifest"],
+            "list_environments",
+            ["++catalog_kind=benchmark", "++domain=math", "++status=no-manifest"],
+        ),
+        (["list", "resources-servers"], "list_resources_servers", []),
+        (["search", "math"], "search", ['+query="math"']),
+        (
+            ["search", "agents", "two words", "--json"],
+            "search",
+            ["+component_type=agents", '+query="two words"', "+json=true"],
+        ),
+        (
+            ["env", "schema", "--resources-server", "my_env"],
+            "show_schema",
+            ["+entrypoint=resources_servers/my_env"],
+        ),
+        (["env", "publish", "my_env"], "env_publish", ["my_env"]),
+        (["eval", "health-check", "results"], "eval_health_check", ["results"]),
     ],
 )
 def test_translate(argv: list[str], command: str, args: list[str]) -> None:
@@ -105,6 +133,69 @@ def test_translate(argv: list[str], command: str, args: list[str]) -> None:
 def test_an_unknown_command_is_an_error() -> None:
     with pytest.raises(ConfigError, match="not a command"):
         umbrella.translate(["eval", "frobnicate"])
+    with pytest.raises(ConfigError, match="'frob' is not a type to search"):
+        umbrella.translate(["search", "frob", "x"])
+
+
+def test_nemo_gym_selectors_name_the_config_files_they_stand_for(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`--benchmark/--environment/--resources-server/--model-type/--agent-type NAME[/FLAVOR]` become
+    `+config_paths=[...]` of the files NeMo Gym's `_asset_config_path` picks (the first root's)."""
+    files = [
+        "benchmarks/aime24/config.yaml",
+        "benchmarks/aime24/config_with_system.yaml",
+        "benchmarks/lcb/v5/config.yaml",
+        "resources_servers/my_env/configs/my_env.yaml",
+        "resources_servers/my_env/configs/strict.yaml",
+        "responses_api_models/vllm_model/configs/vllm_model.yaml",
+        "responses_api_agents/simple_agent/configs/simple_agent.yaml",
+    ]
+    for name in files:
+        (tmp_path / "install" / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / "install" / name).write_text("{}\n")
+    (tmp_path / "user" / "benchmarks" / "aime24").mkdir(parents=True)
+    (tmp_path / "user" / "benchmarks" / "aime24" / "config.yaml").write_text("{}\n")
+    monkeypatch.setenv("NG_REPO_ROOT", str(tmp_path / "install"))
+    monkeypatch.setenv("NEMO_GYM_EXTRA_ROOTS", "")
+    monkeypatch.chdir(tmp_path / "user")
+    install, user = tmp_path.resolve() / "install", tmp_path.resolve() / "user"
+    argv = ["env", "start", "--benchmark", "aime24", "--model-type", "vllm_model", "+x=1"]
+    assert umbrella.translate(argv) == (
+        "run",
+        [f"+config_paths=[{user}/benchmarks/aime24/config.yaml,{install}/{files[5]}]", "+x=1"],
+    )
+    command, args = umbrella.translate(
+        [
+            "eval",
+            "run",
+            "--benchmark",
+            "aime24/config_with_system",
+            "--benchmark=lcb/v5/config",
+            "--resources-server",
+            "my_env/strict",
+            "--agent-type",
+            "simple_agent",
+        ]
+    )
+    assert command == "e2e_collect_rollouts"
+    assert args == [
+        f"+config_paths=[{install}/{files[1]},{install}/{files[2]},{install}/{files[4]},{install}/{files[6]}]"
+    ]
+    with pytest.raises(
+        ConfigError,
+        match=re.escape("implies config `benchmarks/aime25/config.yaml`, which does not exist. Did you mean"),
+    ):
+        umbrella.translate(["env", "start", "--benchmark", "aime25"])
+
+
+def test_search_dir_is_a_root_searched_first(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("NEMO_GYM_EXTRA_ROOTS", "/already")
+    args = umbrella.translate(["list", "benchmarks", "--search-dir", "a", "--search-dir=/b", "--json"])
+    assert args == ("list_benchmarks", ["+json=true"])
+    assert os.environ["NEMO_GYM_EXTRA_ROOTS"] == os.pathsep.join(
+        [str(Path("a").absolute()), "/b", "/already"]
+    )
 
 
 def test_every_nemo_gym_command_runs_here_or_says_why_not() -> None:

@@ -1,0 +1,1 @@
+"""An agent with no config of its own."""

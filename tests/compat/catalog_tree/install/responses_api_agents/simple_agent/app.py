@@ -1,0 +1,1 @@
+"""Stands for an agent's server (only its presence matters here)."""

@@ -1,0 +1,1 @@
+"""A model folder without configs lists nothing."""
