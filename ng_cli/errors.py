@@ -2,6 +2,7 @@
 
     NgError                      expected, explainable; the CLI prints it without a traceback
     ├── ConfigError              the composed config is invalid (exit code 2)
+    │   └── IncompleteConfigError    well-formed, but a value is still to be filled (a placeholder)
     ├── LaunchError              a server of the stack failed to start or died
     │   └── PlacementError           the Ray cluster cannot hold a placement group (names what is missing)
     ├── UpstreamError            a model/resources server answered with an error, or not in time
@@ -27,6 +28,7 @@ __all__ = [
     "ConfigError",
     "ContextOverflowError",
     "DataError",
+    "IncompleteConfigError",
     "InvalidOutputError",
     "LaunchError",
     "NgError",
@@ -74,6 +76,14 @@ class ConfigError(NgError):
     """The composed config is invalid; the message starts with "file:line  dotted.key" when known."""
 
     exit_code = 2
+
+
+class IncompleteConfigError(ConfigError):
+    """The config is well-formed but leaves something to fill in before a server that reads it
+    can start: a placeholder (`http://<host_url>:<port>/v1`), a null (`${oc.env:KEY,null}` with
+    KEY unset), model weights not on this machine. Every command that starts servers refuses it;
+    `ng_validate` reports it as "will not start as-is" (an error with `+strict=true`), as NeMo
+    Gym's validate passes a config that only its started servers would refuse."""
 
 
 class LaunchError(NgError):

@@ -80,7 +80,7 @@ def validate(
         )
         if options.strict and stood.error is not None:
             raise stood.error
-        result = validate_config(stood)
+        result = validate_config(stood, strict=options.strict)
     print_warnings(result.warnings)
     make_console().print(
         f"✓ Config is valid ({len(result.composed.instances)} server instances).", highlight=False

@@ -9,6 +9,7 @@ shows in `--help` and in generated docs. A server implementation subclasses the 
 from __future__ import annotations
 
 import difflib
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal, TypeVar
@@ -18,9 +19,10 @@ from pydantic_core import ErrorDetails
 
 from ng_cli.config.instances import ServerInstance
 from ng_cli.config.nemo_gym import NemoGymKey, NemoGymKeyUse, split_nemo_gym_keys
+from ng_cli.config.placeholders import is_placeholder, is_placeholder_text
 from ng_cli.config.secrets import MASK, is_secret_key, mask
 from ng_cli.config.sources import Sources
-from ng_cli.errors import ConfigError
+from ng_cli.errors import ConfigError, IncompleteConfigError
 
 __all__ = [
     "AgentServerConfig",
@@ -60,8 +62,13 @@ class _ConfigModel(BaseModel):
 
     @property
     def config_warnings(self) -> tuple[str, ...]:
-        """One line per accepted key that changes nothing here ("file:line  key: why")."""
+        """One line per accepted key that changes nothing here, or whose value works but is
+        likely not what was meant ("file:line  key: why")."""
         return self._warnings
+
+    def value_warnings(self) -> list[tuple[str, str]]:
+        """(key, why) for each value that is accepted but likely not what was meant."""
+        return []
 
 
 class ServerRef(_ConfigModel):
@@ -233,20 +240,55 @@ def validate_block(
     try:
         validated = model_cls.model_validate(kept)
     except ValidationError as exc:
-        problems = refusals + [_describe(error, model_cls, owner, sources) for error in exc.errors()]
-        raise ConfigError(_summary(problems, owner, model_cls), hint=_hint(exc.errors(), owner)) from exc
+        errors = exc.errors()
+        problems = refusals + list(
+            dict.fromkeys(_describe(error, model_cls, owner, sources) for error in errors)
+        )
+        summary, hint = _summary(problems, owner, model_cls), _hint(errors, owner)
+        if not refusals and all(_is_unset(error) for error in errors):
+            raise IncompleteConfigError(summary, hint=_unset_hint(errors, owner)) from exc
+        raise ConfigError(summary, hint=hint) from exc
     if refusals:
         raise ConfigError(_summary(refusals, owner, model_cls))
     if isinstance(validated, _ConfigModel):
-        validated._warnings = tuple(_located(use, owner, sources) for use in uses)
+        own = tuple(_located(use, owner, sources) for use in uses)
+        validated._warnings = own + tuple(
+            _at_key(key, message, owner, sources) for key, message in validated.value_warnings()
+        )
     return validated
 
 
-def _located(use: NemoGymKeyUse, owner: _Owner, sources: Sources | None) -> str:
-    dotted = ".".join(part for part in (owner.key, use.key) if part)
+def _unset_hint(errors: list[ErrorDetails], owner: _Owner) -> str:
+    keys = list(dict.fromkeys(_unset_key(error) for error in errors))
+    if not owner.is_tree_key:
+        return f"set {', '.join(keys)} before the server starts"
+    flags = " ".join(f"++{owner.key}.{key}=..." for key in keys)
+    return f"set it in a config file or on the command line before the server starts: {flags}"
+
+
+def _unset_key(error: ErrorDetails) -> str:
+    """The key of a placeholder's error, without the union branch pydantic tried (`base_url.str`)."""
+    parts = list(error["loc"])
+    while parts and isinstance(parts[-1], str) and _UNION_BRANCH.match(parts[-1]):
+        parts.pop()
+    return ".".join(str(part) for part in parts)
+
+
+def _is_unset(error: ErrorDetails) -> bool:
+    """A problem only because the value is a placeholder (null, `<name>`, `MISSING`): the config
+    waits for it to be filled in, as NeMo Gym's does until the server that reads it starts."""
+    return error["type"] not in ("missing", "extra_forbidden") and is_placeholder(error.get("input"))
+
+
+def _at_key(key: str, message: str, owner: _Owner, sources: Sources | None) -> str:
+    dotted = ".".join(part for part in (owner.key, key) if part)
     origin = (sources.lookup(dotted) if sources else None) or owner.source
     where = f"{origin}  " if origin else ""
-    return f"{where}{dotted}: {use.message}"
+    return f"{where}{dotted}: {message}"
+
+
+def _located(use: NemoGymKeyUse, owner: _Owner, sources: Sources | None) -> str:
+    return _at_key(use.key, use.message, owner, sources)
 
 
 @dataclass(frozen=True)
@@ -260,18 +302,28 @@ class _Owner:
     source: str | None
     is_tree_key: bool = False
     """Whether `key` is the block's real dotted path in the tree (usable in a `++key=...`)."""
+    name: str | None = None
+    """The instance's name, when known."""
 
     @classmethod
     def of(cls, instance: ServerInstance | str | Mapping[str, Any] | None, source: str | None) -> _Owner:
         if isinstance(instance, ServerInstance):
             label = f"instance '{instance.name}' ({instance.kind})"
-            return cls(label, instance.key, source or instance.source, is_tree_key=True)
+            return cls(label, instance.key, source or instance.source, is_tree_key=True, name=instance.name)
         if isinstance(instance, str):
-            return cls(f"instance '{instance}'", instance, source)
+            return cls(f"instance '{instance}'", instance, source, name=instance)
         return cls(None, "", source)
 
 
 def _describe(error: ErrorDetails, model_cls: type[BaseModel], owner: _Owner, sources: Sources | None) -> str:
+    if _is_unset(error):  # one line per key, whichever branch of a union pydantic tried
+        dotted = ".".join(part for part in (owner.key, _unset_key(error)) if part) or "<block>"
+        origin = (sources.lookup(dotted) if sources else None) or owner.source
+        where = f"{origin}  " if origin else ""
+        server = f"the server '{owner.name}'" if owner.name else "the server"
+        shown = _shown(error)
+        what = "is not set (null)" if shown == "null" else f"is still a placeholder ({shown})"
+        return f"{where}{dotted} {what}; {server} cannot start until it is set"
     loc = ".".join(str(part) for part in error["loc"])
     dotted = ".".join(part for part in (owner.key, loc) if part) or "<block>"
     origin = (sources.lookup(dotted) if sources else None) or owner.source
@@ -284,15 +336,26 @@ def _describe(error: ErrorDetails, model_cls: type[BaseModel], owner: _Owner, so
         close = difflib.get_close_matches(str(error["loc"][-1]), fields, n=1)
         suggestion = f"; did you mean '{close[0]}'?" if close else ""
         return f"{where}{dotted}: unknown key '{loc}'{in_owner}{suggestion}"
-    return f"{where}{dotted}: {error['msg']}, got {_shown(error)}"
+    message = error["msg"]
+    if ", got " in message:  # our validators' messages already show the value (masked)
+        return f"{where}{dotted}: {message}"
+    return f"{where}{dotted}: {message}, got {_shown(error)}"
+
+
+_UNION_BRANCH = re.compile(r"^(str|int|float|bool|none|.*\[.*\])$")
+"""The loc part pydantic adds for the branch of a union it tried (`base_url.list[str]`)."""
 
 
 def _shown(error: ErrorDetails) -> str:
-    """The offending value, masked when its key looks secret."""
+    """The offending value, masked when its key looks secret (a placeholder is shown as written:
+    null, `<api_key>`, `MISSING` are no secrets, and '***' for a null misleads)."""
+    value = error.get("input")
+    if value is None:
+        return "null"
     key = str(error["loc"][-1]) if error["loc"] else ""
     if is_secret_key(key):
-        return repr(MASK)
-    return repr(mask(error.get("input")))
+        return repr(value) if is_placeholder_text(value) else repr(MASK)
+    return repr(mask(value))  # a `user:password@` in a URL stays masked, placeholders or not
 
 
 def _summary(problems: list[str], owner: _Owner, model_cls: type[BaseModel]) -> str:

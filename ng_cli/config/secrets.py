@@ -165,8 +165,8 @@ def mask_url(text: str) -> str:
         return text
     if not parts.password:
         return text
-    netloc = f"{parts.username}:{MASK}@{parts.hostname}" + (f":{parts.port}" if parts.port else "")
-    return urlunsplit(parts._replace(netloc=netloc))
+    host = parts.netloc.rpartition("@")[2]  # as written: `<host>:<port>` placeholders have no number
+    return urlunsplit(parts._replace(netloc=f"{parts.username}:{MASK}@{host}"))
 
 
 def _mask_all(value: Any) -> Any:

@@ -79,6 +79,7 @@ def to_chat_request(
     reasoning_form: ReasoningForm = "inline",
     reasoning_field: ReasoningField = "both",
     keeps_token_ids: bool = False,
+    forwards_request_chat_template_kwargs: bool = True,
 ) -> dict[str, Any]:
     """Translate a Responses request into vLLM's chat body; raises ConversionError (HTTP 400).
 
@@ -88,6 +89,8 @@ def to_chat_request(
     The token-id switches are applied last so nothing can turn them off.
 
     Earlier reasoning is sent in `reasoning_form` (the model server picks it from its config).
+    `forwards_request_chat_template_kwargs` false leaves out the request's own top-level
+    `chat_template_kwargs` (NeMo Gym's `forward_request_chat_template_kwargs`).
     """
     _reject_unsupported(request)
     body: dict[str, Any] = {
@@ -106,7 +109,10 @@ def to_chat_request(
     _add_response_format(body, request)
     metadata = request.metadata or {}
     _merge_extra(body, extra_body, source="config extra_body")
-    _merge_extra(body, request.model_extra, source="request")
+    extras = request.model_extra
+    if extras and not forwards_request_chat_template_kwargs:
+        extras = {key: value for key, value in extras.items() if key != "chat_template_kwargs"}
+    _merge_extra(body, extras, source="request")
     _merge_extra(body, _metadata_object(metadata, METADATA_EXTRA_BODY), source="metadata.extra_body")
     template_kwargs = _merged_template_kwargs(
         chat_template_kwargs, body.get("chat_template_kwargs"), metadata

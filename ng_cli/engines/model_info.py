@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from ng_cli.config.paths import repo_root
-from ng_cli.errors import ConfigError
+from ng_cli.errors import ConfigError, IncompleteConfigError
 
 __all__ = ["ModelInfo", "read_model_info", "resolve_model_dir"]
 
@@ -48,7 +48,9 @@ def resolve_model_dir(model: str, *, hf_home: str | None, where: str) -> Path:
         if found:
             return found[-1].parent.resolve()
     looked = f"; looked in {Path(hf_home).expanduser() / 'hub'} too" if hf_home else ""
-    raise ConfigError(
+    # NeMo Gym downloads a hub id at start; here the weights must be on the machine first, so
+    # a config naming absent weights is incomplete (ng_validate: "will not start as-is"), not wrong.
+    raise IncompleteConfigError(
         f"{where}model: {model!r} is not a local model directory{looked}",
         hint="engines start offline and never download weights: give the directory that holds "
         "config.json (or set hf_home to a cache that already has the model)",

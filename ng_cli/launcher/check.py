@@ -12,6 +12,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import NoReturn
 
 import orjson
 from rich.console import Console
@@ -19,7 +20,7 @@ from rich.text import Text
 
 from ng_cli.config.compose import ComposedConfig
 from ng_cli.config.paths import implementation_dir
-from ng_cli.errors import ConfigError
+from ng_cli.errors import ConfigError, IncompleteConfigError
 from ng_cli.launcher.plan import instance_sources, plan_stack
 from ng_cli.servers.check import BlockCheck, CheckReport
 
@@ -29,9 +30,20 @@ CHECK_TIMEOUT_S = 120.0
 """Longest the check may take (it imports every app.py of the stack once)."""
 
 
-def check_instances(config: ComposedConfig, *, python: str = sys.executable) -> list[str]:
-    """Validate every instance as start-up will; the warnings, or one ConfigError with every problem."""
-    plan_stack(config, run_dir=Path(tempfile.gettempdir()))  # entrypoints, hosts, ports: as ng_run plans
+def check_instances(
+    config: ComposedConfig, *, python: str = sys.executable, incomplete_ok: bool = False
+) -> list[str]:
+    """Validate every instance as start-up will; the warnings, or one ConfigError with every problem.
+
+    A config refused only for placeholders still to be filled in raises `IncompleteConfigError`;
+    with `incomplete_ok` (ng_validate) those come back as warnings that it will not start as-is."""
+    planned: list[str] = []
+    try:
+        plan_stack(config, run_dir=Path(tempfile.gettempdir()))  # entrypoints, hosts, ports, engines
+    except IncompleteConfigError as error:  # e.g. an engine's weights not on this machine yet
+        if not incomplete_ok:
+            raise
+        planned.append(_incomplete(error.message, error.hint))
     checks = [
         BlockCheck(
             name=instance.name,
@@ -48,7 +60,7 @@ def check_instances(config: ComposedConfig, *, python: str = sys.executable) -> 
         for instance in config.instances.values()
     ]
     if not checks:
-        return []
+        return planned
     payload = orjson.dumps([check.model_dump() for check in checks])
     try:
         result = subprocess.run(
@@ -66,16 +78,24 @@ def check_instances(config: ComposedConfig, *, python: str = sys.executable) -> 
         tail = result.stderr.decode(errors="replace").strip().splitlines()[-5:]
         raise ConfigError("checking the server configs failed:\n" + "\n".join(tail))
     report = CheckReport.model_validate_json(result.stdout)
-    if len(report.problems) == 1:
-        message, hint = report.problems[0]
-        raise ConfigError(message, hint=hint)
     if report.problems:
-        listing = "\n".join(message for message, _ in report.problems)
-        hints = "; ".join(dict.fromkeys(hint for _, hint in report.problems if hint))
-        raise ConfigError(
-            f"{len(report.problems)} server configs would be refused at start:\n{listing}", hint=hints or None
-        )
-    return report.warnings
+        _refuse(report.problems + report.incomplete, ConfigError)
+    if report.incomplete and not incomplete_ok:
+        _refuse(report.incomplete, IncompleteConfigError)
+    return report.warnings + planned + [_incomplete(message, hint) for message, hint in report.incomplete]
+
+
+def _incomplete(message: str, hint: str | None) -> str:
+    return f"will not start as-is: {message}" + (f"\n  hint: {hint}" if hint else "")
+
+
+def _refuse(problems: list[tuple[str, str | None]], error: type[ConfigError]) -> NoReturn:
+    if len(problems) == 1:
+        message, hint = problems[0]
+        raise error(message, hint=hint)
+    listing = "\n".join(message for message, _ in problems)
+    hints = "; ".join(dict.fromkeys(hint for _, hint in problems if hint))
+    raise error(f"{len(problems)} server configs would be refused at start:\n{listing}", hint=hints or None)
 
 
 def print_warnings(warnings: list[str], console: Console | None = None) -> None:

@@ -22,6 +22,7 @@ its type and travels to the error handlers.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -33,6 +34,7 @@ from ng_cli.conversion import (
     to_chat_request,
     to_response,
 )
+from ng_cli.conversion.continuation import continue_final_message, merge_continued_reasoning
 from ng_cli.conversion.to_chat import ReasoningForm, without_hosted_only_tool_fields
 from ng_cli.errors import BadRequestError, ContextOverflowError, InvalidOutputError, UpstreamUnavailableError
 from ng_cli.model_server.token_exact import TokenExactChat
@@ -48,6 +50,7 @@ __all__ = ["ABORT_RETRIES", "VllmChat", "is_aborted", "parse_request", "stamp_re
 ABORT_RETRIES = 3
 """Times a call cut short by `abort`-mode updates is sent again before it fails (503, retryable)."""
 
+_LOG = logging.getLogger(__name__)
 _TOKEN_ID_SWITCHES = {
     "logprobs": True,
     "top_logprobs": 0,
@@ -92,6 +95,7 @@ class VllmChat:
         self.uses_tokenize_only = (
             config.token_id_source == "tokenize" if asks_engine is None else not asks_engine
         )
+        self._warned_template_kwargs = False
 
     async def respond(self, body: dict[str, Any], *, session_id: str | None) -> dict[str, Any]:
         """A Responses API answer for one `POST /v1/responses` body."""
@@ -101,14 +105,33 @@ class VllmChat:
         async def generate(salted: dict[str, Any]) -> Any:
             if self.token_exact is not None:
                 return await self.token_exact.complete(salted, session_id=session_id)
-            return await self.client.post("/chat/completions", salted, session_id=session_id)
+            sent = self.with_conversation_id(salted, session_id)
+            return await self.client.post("/chat/completions", sent, session_id=session_id)
 
         try:
             completion, stamp, salted = await self.gated(chat, generate)
         except ContextOverflowError as error:
+            if self.config.propagate_context_overflow_errors:
+                raise
             return self.overflow_response(request, error)
         response = await self.finish_response(completion, request, salted, session_id=session_id)
         return stamp_response(response, stamp)
+
+    def with_conversation_id(self, chat: dict[str, Any], session_id: str | None) -> dict[str, Any]:
+        """With `forward_session_id_as_conversation_id`: the session as the engine's conversation id."""
+        if not self.config.forward_session_id_as_conversation_id or not session_id:
+            return chat
+        return {**chat, "conversation_params": {"conversation_id": str(session_id)}}
+
+    def warn_dropped_template_kwargs(self, kwargs: Any) -> None:
+        """Log once that a request's own chat_template_kwargs were left out (NeMo Gym does too)."""
+        if not kwargs or self.config.forward_request_chat_template_kwargs or self._warned_template_kwargs:
+            return
+        self._warned_template_kwargs = True
+        _LOG.warning(
+            "dropping a request's top-level chat_template_kwargs (forward_request_chat_template_kwargs "
+            "is false); the configured ones and metadata.chat_template_kwargs still apply. Logged once."
+        )
 
     async def gated(
         self, chat: dict[str, Any], generate: Callable[[dict[str, Any]], Awaitable[Any]]
@@ -140,6 +163,7 @@ class VllmChat:
     def responses_chat(self, request: ResponsesRequest) -> dict[str, Any]:
         """The chat body vLLM gets for a Responses request (config applied)."""
         config = self.config
+        self.warn_dropped_template_kwargs((request.model_extra or {}).get("chat_template_kwargs"))
         chat = to_chat_request(
             request,
             model=config.model,
@@ -150,7 +174,10 @@ class VllmChat:
             reasoning_form=_reasoning_form(config),
             reasoning_field=config.reasoning_field,
             keeps_token_ids=self.wants_token_ids,
+            forwards_request_chat_template_kwargs=config.forward_request_chat_template_kwargs,
         )
+        if config.continue_final_assistant_message:
+            chat = continue_final_message(chat)
         if self.uses_tokenize_only:
             chat.pop("return_token_ids", None)
         if self.wants_token_ids and not self.wants_log_probs:
@@ -173,6 +200,8 @@ class VllmChat:
     ) -> dict[str, Any]:
         """vLLM's completion (whole, or added up from a stream) as the Response, token ids attached."""
         self.metrics.record_usage(completion.get("usage"))
+        if self.config.uses_reasoning_parser:
+            completion = merge_continued_reasoning(completion, chat)
         fallback = None
         if self.wants_token_ids and needs_prompt_tokenization(completion):
             fallback = await self._tokenize(chat, completion, session_id=session_id)
@@ -191,13 +220,18 @@ class VllmChat:
         chat = self.chat_body(body)
 
         async def generate(salted: dict[str, Any]) -> Any:
-            return await self.client.post("/chat/completions", salted, session_id=session_id)
+            sent = self.with_conversation_id(salted, session_id)
+            return await self.client.post("/chat/completions", sent, session_id=session_id)
 
         try:
             completion, stamp, chat = await self.gated(chat, generate)
         except ContextOverflowError as error:
+            if self.config.propagate_context_overflow_errors:
+                raise
             self.metrics.context_overflows.inc()
             return empty_overflow_chat_completion(model=self.config.model, message=error.message)
+        if self.config.uses_reasoning_parser:
+            completion = merge_continued_reasoning(completion, chat)
         completion["weight_version"] = stamp
         self.metrics.record_usage(completion.get("usage"))
         if self.wants_token_ids:
@@ -208,7 +242,8 @@ class VllmChat:
         return completion
 
     def chat_body(self, body: dict[str, Any]) -> dict[str, Any]:
-        """Config under the request (the request's own keys win), model and token switches over it."""
+        """Config under the request (the request's own keys win), model and token switches over it;
+        the request's own `chat_template_kwargs` only with `forward_request_chat_template_kwargs`."""
         if not isinstance(body.get("messages"), list):
             raise BadRequestError("a chat completion request needs a 'messages' list")
         n = body.get("n")
@@ -222,15 +257,18 @@ class VllmChat:
                 param="n",
                 hint="send n: 1, or stream: false for several choices",
             )
-        chat = {**(self.config.extra_body or {}), **body, "model": self.config.model}
+        own = body.get("chat_template_kwargs")  # a request's own: forwarded only when configured
+        self.warn_dropped_template_kwargs(own)
+        forwarded = own if self.config.forward_request_chat_template_kwargs and isinstance(own, dict) else {}
+        rest = {key: value for key, value in body.items() if key != "chat_template_kwargs"}
+        chat = {**(self.config.extra_body or {}), **rest, "model": self.config.model}
         if "tools" in chat:  # as for /v1/responses, and as NeMo Gym's chat route does
             chat["tools"] = without_hosted_only_tool_fields(chat["tools"])
-        template_kwargs = {
-            **(self.config.chat_template_kwargs or {}),
-            **(body.get("chat_template_kwargs") or {}),
-        }
+        template_kwargs = {**(self.config.chat_template_kwargs or {}), **forwarded}
         if template_kwargs:
             chat["chat_template_kwargs"] = template_kwargs
+        if self.config.continue_final_assistant_message:
+            chat = continue_final_message(chat)
         if self.wants_token_ids:
             chat.update(_TOKEN_ID_SWITCHES)
             if self.uses_tokenize_only:

@@ -87,6 +87,8 @@ class VllmStreams:
         try:
             opened = await self._open(chat, session_id=session_id)
         except ContextOverflowError as error:
+            if self.vllm.config.propagate_context_overflow_errors:
+                raise
             return self._replayed(events, self.vllm.overflow_response(request, error))
         return self._relayed(opened, events, request, session_id)
 
@@ -97,8 +99,9 @@ class VllmStreams:
         try:
             ticket = await stack.enter_async_context(self.vllm.versions.call())
             chat = self.vllm.salted(chat, ticket)
+            sent = self.vllm.with_conversation_id(chat, session_id)
             chunks = await stack.enter_async_context(
-                self.vllm.client.stream("/chat/completions", chat, session_id=session_id)
+                self.vllm.client.stream("/chat/completions", sent, session_id=session_id)
             )
         except BaseException:
             await stack.aclose()
@@ -139,6 +142,8 @@ class VllmStreams:
         try:
             opened = await self._open(chat, session_id=session_id)
         except ContextOverflowError as error:
+            if self.vllm.config.propagate_context_overflow_errors:
+                raise
             self.vllm.metrics.context_overflows.inc()
             completion = empty_overflow_chat_completion(model=self.vllm.config.model, message=error.message)
             return _as_one_chunk(completion)

@@ -22,7 +22,7 @@ from pydantic import BaseModel, ConfigDict
 from ng_cli.config.instances import ServerInstance
 from ng_cli.config.schema import ServerConfig, validate_block
 from ng_cli.config.sources import Sources
-from ng_cli.errors import NgError
+from ng_cli.errors import IncompleteConfigError, NgError
 from ng_cli.servers.base import BaseServer
 from ng_cli.servers.loading import load_server_class
 
@@ -49,6 +49,9 @@ class CheckReport(BaseModel):
 
     problems: list[tuple[str, str | None]] = []
     """(message, hint) per instance that start would refuse."""
+    incomplete: list[tuple[str, str | None]] = []
+    """(message, hint) per instance that start would refuse only for placeholders still to be
+    filled in (`IncompleteConfigError`)."""
     warnings: list[str] = []
 
 
@@ -67,6 +70,8 @@ def check_blocks(checks: list[BlockCheck]) -> CheckReport:
     for check in checks:
         try:
             config = validated_config(load_server_class(Path(check.app_path)), check)
+        except IncompleteConfigError as error:
+            report.incomplete.append((error.message, error.hint))
         except NgError as error:
             report.problems.append((error.message, error.hint))
         except Exception as error:  # an app.py that fails to import: say which, keep checking

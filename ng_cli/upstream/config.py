@@ -8,6 +8,7 @@ implicit defaults"), so a missing one is a config error that names it.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 from urllib.parse import urlsplit, urlunsplit
@@ -15,6 +16,7 @@ from urllib.parse import urlsplit, urlunsplit
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
 from ng_cli.config.nemo_gym import NemoGymKey
+from ng_cli.config.placeholders import placeholder_names
 from ng_cli.config.schema import ModelServerConfig
 from ng_cli.config.secrets import mask_url
 from ng_cli.servers.http import RetryPolicy, Timeouts
@@ -73,7 +75,7 @@ class UpstreamConfig(ModelServerConfig):
     while running: when an RL trainer restarts or moves its engines and rewrites the file, new
     sessions go to the new URLs, requests in flight on the old ones finish there (drain), and
     the old endpoints leave the pool. `base_url` is used until the file exists."""
-    endpoint_stale_grace_s: float = Field(default=300.0, gt=0)
+    endpoint_stale_grace_s: float = Field(default=300.0, ge=0)
     """How long the endpoint file may stay missing or empty before the last URLs are given up
     and requests answer 503 (NeMo Gym's key)."""
     endpoint_connection_retries: int | None = Field(default=8, ge=0, le=19)
@@ -97,6 +99,14 @@ class UpstreamConfig(ModelServerConfig):
         if duplicates:
             raise ValueError(f"base_url lists {duplicates} more than once")
         return cleaned[0] if isinstance(value, str) else cleaned
+
+    @field_validator("api_key", "model", mode="before")
+    @classmethod
+    def _refuse_placeholders(cls, value: Any) -> Any:
+        """`api_key: <api_key>` is a value to fill in, not a key to send (the call would be a 401)."""
+        if isinstance(value, str) and placeholder_names(value):
+            raise ValueError("holds a placeholder")
+        return value
 
     @model_validator(mode="after")
     def _check_timeouts(self) -> UpstreamConfig:
@@ -152,6 +162,15 @@ class WeightUpdateDeadlines(BaseModel):
     """Reading the new checkpoint's headers (a stalled network file system is refused, not waited on)."""
 
 
+ReasoningField = Literal["both", "reasoning", "reasoning_content"]
+
+
+def _default_reasoning_field() -> Any:
+    """NeMo Gym's default: `$NEMO_GYM_REASONING_FIELD` (for launchers that pick the mode without a
+    config override), else "both"; an explicit `reasoning_field` wins. Validated as the key is."""
+    return os.environ.get("NEMO_GYM_REASONING_FIELD", "").strip() or "both"
+
+
 class VllmModelConfig(UpstreamConfig):
     """`responses_api_models/vllm_model`: the Responses API over vLLM's Chat Completions."""
 
@@ -181,9 +200,10 @@ class VllmModelConfig(UpstreamConfig):
     uses_interleaved_reasoning: bool = True
     """With `uses_reasoning_parser`: send earlier turns' reasoning back to vLLM (false drops it
     from the history, as NeMo Gym does)."""
-    reasoning_field: Literal["both", "reasoning", "reasoning_content"] = "both"
+    reasoning_field: ReasoningField = Field(default_factory=_default_reasoning_field, validate_default=True)
     """Which field carries earlier reasoning on assistant messages sent to vLLM when
-    `uses_reasoning_parser` is on: vLLM < 0.16 reads `reasoning_content`, later ones `reasoning`."""
+    `uses_reasoning_parser` is on: vLLM < 0.16 reads `reasoning_content`, later ones `reasoning`.
+    Unset: `$NEMO_GYM_REASONING_FIELD`, else "both" (NeMo Gym's rule)."""
     preserve_reasoning_in_assistant_content: bool = False
     """Send earlier reasoning inline as `<think>...</think>` in `content` even with
     `uses_reasoning_parser` (for templates trained on that form)."""
@@ -201,27 +221,34 @@ class VllmModelConfig(UpstreamConfig):
     (chat template), for `token_exact`; default: `model`, when it is a local directory."""
     tool_call_parser: Literal["hermes"] = "hermes"
     """How `token_exact` reads tool calls out of generated text (vLLM's `--tool-call-parser` name)."""
+    continue_final_assistant_message: bool = False
+    """When the input ends with an assistant message, ask vLLM to continue it
+    (`continue_final_message: true, add_generation_prompt: false`) instead of starting a new
+    assistant turn (NeMo Gym's key; benchmarks that seed an answer prefix, e.g. RULER, set it).
+    With `uses_reasoning_parser`, what vLLM parses as reasoning is the continuation's text."""
+    forward_request_chat_template_kwargs: bool = False
+    """A request's own top-level `chat_template_kwargs`: false drops them (logged once; the
+    configured ones and `metadata.chat_template_kwargs` still apply), true merges them over the
+    configured ones (NeMo Gym's key and default: agents that add `enable_thinking` to every call
+    would change the policy's generation regime)."""
+    propagate_context_overflow_errors: bool = False
+    """A prompt past the model's context: false answers the empty response marked incomplete (and
+    counts it); true answers vLLM's HTTP 400 to the caller (NeMo Gym's key)."""
+    forward_session_id_as_conversation_id: bool = False
+    """Send the rollout's session id to the engine as `conversation_params.conversation_id` (a
+    TensorRT-LLM extension that pins a conversation to one rank; strict OpenAI-compatible servers
+    refuse the field, hence off; NeMo Gym's key)."""
+    supply_prefix_token_ids: bool = False
+    """NeMo Gym's prefix supply: it sends `required_prefix_token_ids` only for calls made under
+    its token-id capture (`token_id_capture`), which no command runs here, and sends nothing for
+    any other call; so with it on, calls go as without it, and a warning says so. Needs
+    `return_token_id_information`, as in NeMo Gym. For exact prompt tokens here: `token_exact`."""
 
     nemo_gym_keys: ClassVar[dict[str, NemoGymKey]] = {
-        "propagate_context_overflow_errors": NemoGymKey(
-            False, "a context overflow is answered as an empty response marked incomplete and counted"
-        ),
         "sequential_reasoning_allowed": NemoGymKey(
             True, "a response may hold several reasoning items; none is dropped"
         ),
-        "supply_prefix_token_ids": NemoGymKey(False, "stock vLLM has no required_prefix_token_ids extension"),
         "is_responses_native": NemoGymKey(False, "requests always go through vLLM's Chat Completions API"),
-        "forward_request_chat_template_kwargs": NemoGymKey(
-            False,
-            "a request's own chat_template_kwargs are merged over the configured ones here "
-            "(set chat_template_kwargs in the config to pin them)",
-        ),
-        "continue_final_assistant_message": NemoGymKey(
-            False, "a final assistant message in the input always starts a new assistant turn"
-        ),
-        "forward_session_id_as_conversation_id": NemoGymKey(
-            False, "conversation_params (a TensorRT-LLM extension) is never sent"
-        ),
         "audio_root": NemoGymKey(None, "audio input is not supported"),
         "use_completions_api": NemoGymKey(
             False, "token_exact: true renders and sends token prompts to /v1/completions"
@@ -232,6 +259,27 @@ class VllmModelConfig(UpstreamConfig):
             [], "token ids are attached per response (return_token_id_information)"
         ),
     }
+
+    @model_validator(mode="after")
+    def _check_prefix_supply(self) -> VllmModelConfig:
+        if self.supply_prefix_token_ids and not self.return_token_id_information:
+            raise ValueError(
+                "supply_prefix_token_ids requires return_token_id_information=true"
+            )  # NeMo Gym's rule
+        return self
+
+    def value_warnings(self) -> list[tuple[str, str]]:
+        warnings = self._v1_warnings()
+        if self.supply_prefix_token_ids:
+            warnings.append(
+                (
+                    "supply_prefix_token_ids",
+                    "true changes nothing here: NeMo Gym supplies a prefix only to calls made under its "
+                    "token-id capture, which no command runs here (and sends none for other calls); "
+                    "token_exact sends the previous turn's exact tokens on stock vLLM",
+                )
+            )
+        return warnings
 
     @model_validator(mode="after")
     def _check_token_exact(self) -> VllmModelConfig:
@@ -249,6 +297,11 @@ class VllmModelConfig(UpstreamConfig):
                 )
         if self.token_exact is not True:
             return self
+        if self.continue_final_assistant_message:
+            raise ValueError(
+                "token_exact: true cannot run with continue_final_assistant_message: its prompt ends with "
+                "the template's generation prompt, it does not continue a final assistant message"
+            )
         if not self.return_token_id_information:
             raise ValueError(
                 "token_exact: true needs return_token_id_information: true (the previous turn's ids are what is spliced)"
@@ -271,7 +324,8 @@ class VllmModelConfig(UpstreamConfig):
         """`token_exact` resolved: true, or "auto" with token ids on and a tokenizer found."""
         if self.token_exact == "auto":
             return (
-                self.return_token_id_information
+                not self.continue_final_assistant_message
+                and self.return_token_id_information
                 and self.return_generation_log_probs
                 and self.tokenizer_dir() is not None
             )
@@ -279,19 +333,34 @@ class VllmModelConfig(UpstreamConfig):
 
     @field_validator("base_url")
     @classmethod
-    def _require_v1(cls, value: str | list[str] | None) -> str | list[str] | None:
+    def _refuse_endpoint_paths(cls, value: str | list[str] | None) -> str | list[str] | None:
+        """An API root, not one of its routes: `.../v1/chat/completions` would be posted to as
+        `.../v1/chat/completions/chat/completions` (NeMo Gym takes it and fails on every call)."""
         if value is None:
             return None
         urls = [value] if isinstance(value, str) else value
         for index, url in enumerate(urls):
-            if urlsplit(url).path.rstrip("/").endswith("/v1"):
+            if not urlsplit(url).path.rstrip("/").endswith(_ROUTES):
                 continue
             which = "" if isinstance(value, str) else f" (entry {index}: {mask_url(url)!r})"
             raise ValueError(
-                f"vLLM's base_url must end with /v1, the OpenAI-compatible API root{which}; "
-                f"write {mask_url(_with_v1(url))!r}"
+                f"base_url is vLLM's API root, not one of its routes{which}; write {mask_url(_with_v1(url))!r}"
             )
         return value
+
+    def _v1_warnings(self) -> list[tuple[str, str]]:
+        """A base_url without /v1 is used as it is (as NeMo Gym uses it): calls go to
+        `<base_url>/chat/completions`, which vLLM itself serves under /v1 only."""
+        return [
+            (
+                "base_url",
+                f"{mask_url(url)!r} does not end with /v1: calls go to {mask_url(url)}/chat/completions "
+                f"(vLLM serves {mask_url(_with_v1(url))}/chat/completions); fine for a proxy with "
+                "its own path, else add /v1",
+            )
+            for url in (self.base_urls if self.base_url is not None else [])  # None: local_vllm_model's own
+            if not urlsplit(url).path.endswith("/v1")
+        ]
 
 
 class OpenAIModelConfig(UpstreamConfig):
@@ -353,6 +422,9 @@ def checked_url(url: str) -> str:
     endpoint written two ways is seen as listed twice (else it gets two pool entries and every
     metric series twice). A `user:password@` is kept (sent as basic auth, see `userinfo`);
     messages show it masked."""
+    names = placeholder_names(url) if url.strip().startswith(("http://", "https://")) else []
+    if names:  # `http://<host_url>:<port>/v1`: to be filled in before the server starts
+        raise ValueError(f"{mask_url(url)!r} holds placeholders ({', '.join(f'<{name}>' for name in names)})")
     parts = urlsplit(url.strip())
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise ValueError(f"expected an http(s) URL such as http://localhost:8000/v1, got {mask_url(url)!r}")
@@ -371,13 +443,14 @@ def checked_url(url: str) -> str:
 
 
 _DEFAULT_PORTS = {"http": 80, "https": 443}
+_ROUTES = ("/chat/completions", "/completions", "/responses", "/models")
 
 
 def _with_v1(url: str) -> str:
     """The URL the user most likely meant: the server root plus /v1."""
     parts = urlsplit(url)
     path = parts.path.rstrip("/")
-    for suffix in ("/chat/completions", "/completions", "/responses", "/models"):
+    for suffix in _ROUTES:
         if path.endswith(suffix):
             path = path[: -len(suffix)]
     if not path.endswith("/v1"):

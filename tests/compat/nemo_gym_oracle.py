@@ -12,10 +12,20 @@ case is added or NeMo Gym's release moves (README.md beside this file has the co
 * structured_outputs: `StructuredOutputsResourcesServer.verify` on a
   `StructuredOutputsVerifyRequest`;
 * vllm_model: `VLLMConverter.responses_to_chat_completion_create_params`, then
-  `VLLMModel._preprocess_chat_completion_create_params`: the body `create_chat_completion` posts.
+  `VLLMModel._preprocess_chat_completion_create_params`: the body `create_chat_completion` posts;
+* vllm_model_served: `VLLMModel.chat_completions` or `.responses` whole, under a session, vLLM
+  stood in by a client that records the body and answers the case's `upstream`: the body and
+  what the caller gets (an error NeMo Gym's exception middleware relays: its status and body);
+* validate: `gym env validate` (`nemo_gym.cli.env.validate`) from NeMo Gym's root, one process
+  per case (NeMo Gym caches its parsed config), told it runs beside its pinned openai.
 The servers' methods are called on a plain object holding their config (no web server, no Ray).
 Importing NeMo Gym's modules pulls in packages these paths never call (profiling, plotting,
-wandb); they are stubbed, and the run fails if a stub is ever called.
+wandb; `devtools` and `psutil` for its CLI module); they are stubbed, and the run fails if a stub
+is ever called. vllm_model needs `anthropic` (NeMo Gym's model base imports its types):
+
+    pip install --no-deps --target /tmp/ng-deps anthropic
+    cd /tmp && PYTHONPATH=/tmp/ng-deps python <repo>/tests/compat/nemo_gym_oracle.py \
+        --nemo-gym /tmp/nemo_gym_0.7.0 vllm_model_chat vllm_model_served validate
 """
 
 from __future__ import annotations
@@ -26,7 +36,10 @@ import importlib.abc
 import importlib.machinery
 import importlib.metadata
 import json
+import os
+import subprocess
 import sys
+import threading
 import types
 from pathlib import Path
 from typing import Any
@@ -172,7 +185,13 @@ def vllm_model_chat(case: dict[str, Any]) -> dict[str, Any]:
                 "_apply_prefix_supply",
             )
         },
-        {"config": config, "_converter": converter, "_external_capture_handler": None},
+        {
+            "config": config,
+            "_converter": converter,
+            "_external_capture_handler": None,
+            "_prefix_supply_counts": [0, 0, 0],  # read by _apply_prefix_supply when it is on
+            "_prefix_supply_lock": threading.Lock(),
+        },
     )
     params = NeMoGymResponseCreateParamsNonStreaming.model_validate(case["request"])
     chat = converter.responses_to_chat_completion_create_params(params)
@@ -180,39 +199,184 @@ def vllm_model_chat(case: dict[str, Any]) -> dict[str, Any]:
     return {"body": json.loads(json.dumps(body))}
 
 
+SESSION_ID = "session-of-the-rollout"
+"""The session id the served cases run under (NeMo Gym's `request.session[SESSION_ID_KEY]`)."""
+
+
+def vllm_model_served(case: dict[str, Any]) -> dict[str, Any]:
+    """NeMo Gym's `VLLMModel.chat_completions` (route "chat") or `.responses` (route "responses")
+    on the case's request, vLLM stood in by a client that records the body and answers
+    `case["upstream"]` (a completion, or `{"status", "body"}` for an HTTP error): the body sent,
+    and what the caller gets (the answer, or the status and body NeMo Gym's middleware sends)."""
+    from aiohttp import ClientResponseError
+    from nemo_gym.openai_utils import (
+        NeMoGymChatCompletionCreateParamsNonStreaming,
+        NeMoGymResponseCreateParamsNonStreaming,
+    )
+
+    from responses_api_models.vllm_model import app as vllm_app
+
+    config = vllm_app.VLLMModelConfig.model_construct(
+        **{
+            "name": "policy_model",
+            "base_url": ["http://127.0.0.1:9/v1"],
+            "api_key": "stub-key",
+            "model": "stub-model",
+            "return_token_id_information": False,
+            "uses_reasoning_parser": False,
+            **case["config"],
+        }
+    )
+    sent: list[dict[str, Any]] = []
+    upstream = case.get("upstream") or {
+        "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": "ok"}}]
+    }
+
+    class Client:
+        async def create_chat_completion(self, **body: Any) -> Any:
+            sent.append(json.loads(json.dumps(body)))
+            if "status" in upstream:
+                error = ClientResponseError(None, (), status=upstream["status"], message="error")  # type: ignore[arg-type]
+                error.response_content = json.dumps(upstream["body"]).encode()  # type: ignore[attr-defined]
+                raise error
+            return {
+                "id": "chatcmpl-1",
+                "object": "chat.completion",
+                "created": 0,
+                "model": "stub-model",
+                **upstream,
+            }
+
+    methods = {
+        name: value
+        for name, value in vllm_app.VLLMModel.__dict__.items()
+        if callable(value) or isinstance(value, classmethod)
+    }
+    methods["_resolve_client"] = lambda _self, _request: Client()
+    model = _with(
+        methods,
+        {
+            "config": config,
+            "_converter": vllm_app.VLLMConverter(
+                return_token_id_information=config.return_token_id_information,
+                uses_reasoning_parser=config.uses_reasoning_parser,
+            ),
+            "_external_capture_handler": None,
+            "_transport_call_index": 0,
+            "_warned_request_chat_template_kwargs_dropped": False,
+        },
+    )
+    request = types.SimpleNamespace(
+        session={"session_id": SESSION_ID}, state=types.SimpleNamespace(), headers={}
+    )
+    try:
+        if case["route"] == "chat":
+            body = NeMoGymChatCompletionCreateParamsNonStreaming.model_validate(case["request"])
+            answer = asyncio.run(model.chat_completions(request, body))
+        else:
+            body = NeMoGymResponseCreateParamsNonStreaming.model_validate(case["request"])
+            answer = asyncio.run(model.responses(request, body))
+    except ClientResponseError as error:
+        if not getattr(error, vllm_app._PROPAGATE_CONTEXT_ERROR_ATTRIBUTE, False):
+            raise  # only a propagated error reaches the caller as it is (its exception middleware)
+        return {"body": sent[-1], "status": error.status, "answer": json.loads(error.response_content)}
+    return {"body": sent[-1], "status": 200, "answer": json.loads(answer.model_dump_json(exclude_none=True))}
+
+
+VALIDATE_IMPORTS = ("devtools", "psutil")
+"""Imported by NeMo Gym's CLI module (`nemo_gym/cli/env.py`), never called by its `validate`."""
+
+
+def validate(case: dict[str, Any]) -> dict[str, Any]:
+    """NeMo Gym's `gym env validate` (`nemo_gym.cli.env.validate`) on the case's files, from its root:
+    whether it passed, whether it warned that the config will not start as-is, its error.
+
+    One process per case (NeMo Gym caches the parsed config in a global and parses its command
+    line with Hydra); the environment variables a config reads (`${oc.env:...}`) are unset."""
+    env = {key: value for key, value in os.environ.items() if key not in _READ_BY_CASES}
+    answer = subprocess.run(
+        [sys.executable, __file__, "--nemo-gym", str(_root), "--validate-one", json.dumps(case)],
+        cwd=_root,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    said = " ".join((answer.stdout + answer.stderr).split())
+    if answer.returncode not in (0, 1) or "Traceback" in said:
+        raise RuntimeError(f"NeMo Gym's validate crashed on {case['id']}: {answer.stderr[-2000:]}")
+    error = said.partition("Error: ")[2] if answer.returncode else ""
+    return {
+        "valid": answer.returncode == 0,
+        "will_not_start_as_is": "will not start as-is" in said,
+        "error": error[:300],
+    }
+
+
+_READ_BY_CASES = ("NVIDIA_API_KEY", "NEMO_GYM_REASONING_FIELD")
+_root = Path()
+
+
+def _validate_one(case: dict[str, Any]) -> None:
+    """The child of `validate`: NeMo Gym's validate, exit code 0 (valid) or 1 (its ConfigError)."""
+    sys.argv = ["gym", f"+config_paths=[{','.join(case['config_paths'])}]", *case["overrides"]]
+    import nemo_gym.global_config as global_config
+    from nemo_gym.cli import env
+
+    # NeMo Gym refuses to run beside an openai release other than its pin: the environment, not the
+    # config under test; it is told it has its pin.
+    global_config.openai_version = str(global_config._nemo_gym_openai_requirement()).partition("==")[2]
+    try:
+        env.validate()
+    except SystemExit as exit_:
+        raise SystemExit(1 if exit_.code else 0) from None
+
+
 ORACLES = {
     "math_with_judge": math_with_judge,
     "structured_outputs": structured_outputs,
     "vllm_model_chat": vllm_model_chat,
+    "vllm_model_served": vllm_model_served,
+    "validate": validate,
 }
+PINS = {
+    "math_with_judge": ("math-verify",),
+    "structured_outputs": ("openapi-schema-validator", "xmltodict"),
+    "vllm_model_chat": (),
+    "vllm_model_served": (),
+    "validate": ("omegaconf", "hydra-core"),
+}
+"""The libraries each rule ran with, recorded beside NeMo Gym's version."""
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--nemo-gym", type=Path, required=True, help="NeMo Gym's root (its wheel, unpacked)")
     parser.add_argument("names", nargs="*", default=sorted(ORACLES), help="case files to fill (default: all)")
+    parser.add_argument("--validate-one", help=argparse.SUPPRESS)  # the child of `validate`
     args = parser.parse_args()
+    global UNUSED_IMPORTS, _root
+    if args.validate_one:
+        UNUSED_IMPORTS = (*UNUSED_IMPORTS, *VALIDATE_IMPORTS)
     sys.meta_path.append(_UnusedFinder())
-    root = args.nemo_gym.resolve()
+    root = _root = args.nemo_gym.resolve()
     sys.path.insert(0, str(root))
     for folder in ("resources_servers", "responses_api_models", "responses_api_agents"):
         package = types.ModuleType(folder)  # NeMo Gym's folders, not this project's of the same names
         package.__path__ = [str(root / folder)]
         sys.modules[folder] = package
+    if args.validate_one:
+        _validate_one(json.loads(args.validate_one))
+        return
     from nemo_gym import __version__
 
-    oracle = {
-        "nemo_gym": __version__,
-        **{
-            name: importlib.metadata.version(name)
-            for name in ("math-verify", "openapi-schema-validator", "xmltodict")
-        },
-    }
     for name in args.names:
         path = CASES / f"{name}.json"
         document = json.loads(path.read_text())
         for case in document["cases"]:
             case["nemo_gym"] = ORACLES[name](case)
+        oracle = {"nemo_gym": __version__, **{pin: importlib.metadata.version(pin) for pin in PINS[name]}}
         document = {"oracle": oracle, **{key: value for key, value in document.items() if key != "oracle"}}
         path.write_text(json.dumps(document, indent=1, ensure_ascii=False) + "\n")
         print(f"{path.name}: {len(document['cases'])} cases")

@@ -112,13 +112,27 @@ async def test_token_ids_match_the_prompt_and_generation(
     assert stub.calls["tokenize"] == expected_tokenize_calls
 
 
+@pytest.mark.parametrize(
+    ("forwarded", "template_kwargs"),
+    [
+        (False, {"enable_thinking": False, "add_generation_prompt": True}),  # NeMo Gym's default
+        (True, {"enable_thinking": True, "add_generation_prompt": True}),
+    ],
+)
 async def test_chat_completions_applies_config_under_the_request(
-    stub: StubVllm, stub_url: str, http: aiohttp.ClientSession
+    stub: StubVllm,
+    stub_url: str,
+    http: aiohttp.ClientSession,
+    forwarded: bool,
+    template_kwargs: dict[str, bool],
 ) -> None:
+    """The request's own keys win over extra_body; its own chat_template_kwargs only with
+    forward_request_chat_template_kwargs (NeMo Gym 0.7.0's key and default)."""
     block = model_block(
         f"{stub_url}/v1",
         chat_template_kwargs={"enable_thinking": False, "add_generation_prompt": True},
         extra_body={"repetition_penalty": 1.1, "min_tokens": 2},
+        forward_request_chat_template_kwargs=forwarded,
     )
     request = {
         "model": "whatever-the-caller-says",
@@ -134,7 +148,7 @@ async def test_chat_completions_applies_config_under_the_request(
     assert sent["model"] == "stub-model"
     assert sent["repetition_penalty"] == 1.1
     assert sent["min_tokens"] == 5
-    assert sent["chat_template_kwargs"] == {"enable_thinking": True, "add_generation_prompt": True}
+    assert sent["chat_template_kwargs"] == template_kwargs
     assert "logprobs" not in sent
 
 

@@ -1,4 +1,5 @@
-"""vllm_model / openai_model config: required keys named, /v1 enforced with the corrected URL, no leaks."""
+"""vllm_model / openai_model config: required keys named, URLs checked (a missing /v1 warned of,
+with the corrected URL), placeholders told apart from wrong values, no leaks."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from typing import Any
 import pytest
 
 from ng_cli.config.schema import validate_block
-from ng_cli.errors import ConfigError
+from ng_cli.errors import ConfigError, IncompleteConfigError
 from ng_cli.upstream.config import OpenAIModelConfig, VllmModelConfig, root_url_of
 
 REQUIRED = ("base_url", "api_key", "model", "return_token_id_information", "uses_reasoning_parser")
@@ -44,10 +45,57 @@ def test_each_required_key_is_named_when_missing(key: str) -> None:
     assert f"missing required key '{key}'" in caught.value.message
 
 
-def test_base_url_without_v1_shows_the_corrected_url() -> None:
+def test_base_url_without_v1_is_used_as_written_with_a_warning_showing_the_corrected_url() -> None:
+    """NeMo Gym 0.7.0 posts to `<base_url>/chat/completions` whatever the path (a proxy may have
+    its own); so do we, and say where vLLM itself serves it."""
+    config = validate_block(VllmModelConfig, block=vllm_block(base_url="http://localhost:10240"))
+    assert config.base_urls == ["http://localhost:10240"]
+    (warning,) = config.config_warnings
+    assert warning.startswith("base_url: 'http://localhost:10240' does not end with /v1")
+    assert "http://localhost:10240/v1/chat/completions" in warning
+    assert validate_block(VllmModelConfig, block=vllm_block()).config_warnings == ()
+
+
+def test_a_url_password_is_masked_in_the_v1_warning() -> None:
+    config = validate_block(VllmModelConfig, block=vllm_block(base_url="http://u:pw-1234567890@proxy:8000"))
+    (warning,) = config.config_warnings
+    assert "'http://u:***@proxy:8000'" in warning
+    assert "pw-1234567890" not in warning
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "shown"),
+    [
+        ("base_url", "http://<host_url>:<port>/v1", "is still a placeholder ('http://<host_url>:<port>/v1')"),
+        ("base_url", "MISSING", "is still a placeholder ('MISSING')"),
+        ("base_url", None, "is not set (null)"),
+        ("api_key", None, "is not set (null)"),
+        ("api_key", "<api_key>", "is still a placeholder ('<api_key>')"),
+        ("model", "<model>", "is still a placeholder ('<model>')"),
+    ],
+)
+def test_a_placeholder_is_incomplete_not_wrong_and_shown_as_written(key: str, value: Any, shown: str) -> None:
+    """NeMo Gym's jailbreak_detection/configs/safety_judge_model.yaml (`http://<host_url>:<port>/v1`)
+    and `${oc.env:NVIDIA_API_KEY,null}`: the server cannot start until they are set, and the
+    message says so (it said "the port must be a number", and `got '***'` for a null key)."""
+    with pytest.raises(IncompleteConfigError) as caught:
+        validate_block(VllmModelConfig, block=vllm_block(**{key: value}), instance="judge")
+    assert caught.value.message == f"judge.{key} {shown}; the server 'judge' cannot start until it is set"
+    assert "'***'" not in caught.value.message
+
+
+def test_a_wrong_value_beside_a_placeholder_is_a_plain_config_error() -> None:
     with pytest.raises(ConfigError) as caught:
-        validate_block(VllmModelConfig, block=vllm_block(base_url="http://localhost:10240"))
-    assert "'http://localhost:10240/v1'" in caught.value.message
+        validate_block(VllmModelConfig, block=vllm_block(api_key=None, base_url="localhost:8000/v1"))
+    assert not isinstance(caught.value, IncompleteConfigError)
+    assert "api_key is not set (null)" in caught.value.message
+
+
+def test_an_unknown_key_set_to_null_is_unknown_not_a_placeholder() -> None:
+    with pytest.raises(ConfigError) as caught:
+        validate_block(VllmModelConfig, block=vllm_block(prompt_config=None))
+    assert not isinstance(caught.value, IncompleteConfigError)
+    assert "unknown key 'prompt_config'" in caught.value.message
 
 
 def test_base_url_pointing_at_a_route_suggests_the_api_root() -> None:
@@ -87,7 +135,8 @@ def test_bad_base_urls_are_explained(base_url: Any, fragment: str) -> None:
 @pytest.mark.parametrize(
     ("base_url", "fragment"),
     [
-        ("http://u:pw-1234567890@proxy:8000", "'http://u:***@proxy:8000/v1'"),
+        ("http://u:pw-1234567890@proxy:8000/v1/chat/completions", "'http://u:***@proxy:8000/v1'"),
+        ("http://u:pw-1234567890@<host>:8000/v1", "'http://u:***@<host>:8000/v1'"),
         ("http://u:pw-1234567890@proxy:8000/v1?x=1", "query or fragment"),
         (["http://u:pw-1234567890@a/v1", "http://a/v1"], "more than once"),
     ],
@@ -147,3 +196,40 @@ def test_openai_model_accepts_any_api_root() -> None:
 )
 def test_root_url_drops_the_v1_path(base_url: str, root: str) -> None:
     assert root_url_of(base_url) == root
+
+
+def test_nemo_gym_keys_take_nemo_gyms_values_and_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
+    """NeMo Gym 0.7.0's VLLMModelConfig: `reasoning_field` defaults to `$NEMO_GYM_REASONING_FIELD`,
+    `endpoint_stale_grace_s` takes 0, `supply_prefix_token_ids` needs token ids (its validator)."""
+    monkeypatch.setenv("NEMO_GYM_REASONING_FIELD", "reasoning")
+    assert validate_block(VllmModelConfig, block=vllm_block()).reasoning_field == "reasoning"
+    assert validate_block(VllmModelConfig, block=vllm_block(reasoning_field="both")).reasoning_field == "both"
+    monkeypatch.setenv("NEMO_GYM_REASONING_FIELD", "neither")
+    with pytest.raises(ConfigError, match="reasoning_field: Input should be 'both'"):
+        validate_block(VllmModelConfig, block=vllm_block())
+    monkeypatch.delenv("NEMO_GYM_REASONING_FIELD")
+    assert (
+        validate_block(VllmModelConfig, block=vllm_block(endpoint_stale_grace_s=0)).endpoint_stale_grace_s
+        == 0
+    )
+    with pytest.raises(
+        ConfigError, match="supply_prefix_token_ids requires return_token_id_information=true"
+    ):
+        validate_block(VllmModelConfig, block=vllm_block(supply_prefix_token_ids=True))
+    config = validate_block(
+        VllmModelConfig, block=vllm_block(supply_prefix_token_ids=True, return_token_id_information=True)
+    )
+    assert any(
+        "supply_prefix_token_ids: true changes nothing here" in line for line in config.config_warnings
+    )
+
+
+def test_token_exact_does_not_run_with_a_continued_final_message() -> None:
+    """token_exact's prompt ends with the template's generation prompt: it cannot continue a message."""
+    with pytest.raises(ConfigError, match="cannot run with continue_final_assistant_message"):
+        validate_block(
+            VllmModelConfig,
+            block=vllm_block(
+                token_exact=True, return_token_id_information=True, continue_final_assistant_message=True
+            ),
+        )
