@@ -73,6 +73,8 @@ def compute_figures(tally: Tally, info: RunInfo) -> Figures:
     }
     if k > 1:
         plots["passk"] = _pass_curves(tally, k, info.pass_threshold)
+    if len({version for _, version in tally.reward_by_version}) > 1:
+        plots["versions"] = _reward_by_version(tally)
     return Figures(k=k, agents=agents, totals=totals, plots=plots)
 
 
@@ -129,6 +131,27 @@ def _pass_curves(tally: Tally, k: int, pass_threshold: float | None) -> str:
         f"</figure><figure><figcaption>mean@k</figcaption>"
         f"{svg.line_chart(xs, mean_series, x_label='k', y_label='mean@k')}</figure>"
     )
+
+
+def _reward_by_version(tally: Tally) -> str:
+    """Mean reward per weight version, per agent: a training run's learning curve.
+
+    A rollout counts at the version its calls started under (`weight_version.start`), as the
+    collector's `rollouts_by_start_version` does; a version an agent has no rollout of is a gap.
+    """
+    versions = sorted({version for _, version in tally.reward_by_version})
+    series: dict[str, list[float | None]] = {}
+    counts: dict[str, list[int]] = {}
+    for agent_id, agent in enumerate(tally.agents):
+        sums = [tally.reward_by_version.get((agent_id, version)) for version in versions]
+        if any(sums):
+            series[agent] = [None if s is None else s[0] / s[1] for s in sums]
+            counts[agent] = [0 if s is None else int(s[1]) for s in sums]
+    chart = svg.line_chart(
+        versions, series, x_label="weight version (at a rollout's start)", y_label="mean reward",
+        x_name="version", counts=counts,
+    )  # fmt: skip
+    return f"<figure><figcaption>mean reward by weight version</figcaption>{chart}</figure>"
 
 
 def _failure_timeline(tally: Tally) -> str:

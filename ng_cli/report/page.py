@@ -21,6 +21,7 @@ __all__ = ["page_end", "page_start", "script_json"]
 _PLOTS = (
     ("reward", "Reward distribution per agent"),
     ("passk", "pass@k and mean@k (each task's first k repeats)"),
+    ("versions", "Mean reward by weight version"),
     ("length", "Response length"),
     ("turns", "Model turns per rollout"),
     ("failures", "Failures by class along the run"),

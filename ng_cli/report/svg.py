@@ -87,27 +87,37 @@ def stacked_bar_chart(
 
 
 def line_chart(
-    xs: Sequence[int], series: Mapping[str, Sequence[float | None]], *, x_label: str, y_label: str
+    xs: Sequence[int],
+    series: Mapping[str, Sequence[float | None]],
+    *,
+    x_label: str,
+    y_label: str,
+    x_name: str = "k",
+    counts: Mapping[str, Sequence[int]] | None = None,
 ) -> str:
-    """Lines with a dot per point, y from 0 to 1 (pass@k, mean@k of rewards in [0, 1]) or the data's top."""
+    """Lines with a dot per point, y from 0 to 1 (pass@k, mean@k of rewards in [0, 1]) or the data's top.
+
+    Each dot's tooltip reads `<series> <x_name>=<x>: <y>`, and `(<n> rollouts)` given `counts`."""
     values = [v for points in series.values() for v in points if v is not None]
     top = 1.0 if all(0 <= v <= 1 for v in values) else _nice_top(max(values, default=1.0))
     span = max(1, len(xs) - 1)
     step = (_W - _LEFT - _RIGHT - 20) / span
     parts = _axes(top, x_label=x_label, y_label=y_label)
     for (name, points), color in zip(series.items(), _cycle(PALETTE, len(series)), strict=True):
+        numbers: Sequence[int | None] = (counts or {}).get(name) or [None] * len(xs)
         coords = [
-            (_LEFT + 10 + i * step, _y(v, top), v, x)
-            for i, (x, v) in enumerate(zip(xs, points, strict=True))
+            (_LEFT + 10 + i * step, _y(v, top), v, x, n)
+            for i, (x, v, n) in enumerate(zip(xs, points, numbers, strict=True))
             if v is not None
         ]
         if len(coords) > 1:
-            path = " ".join(f"{cx:.1f},{cy:.1f}" for cx, cy, _, _ in coords)
+            path = " ".join(f"{cx:.1f},{cy:.1f}" for cx, cy, _, _, _ in coords)
             parts.append(f'<polyline points="{path}" fill="none" stroke="{color}" stroke-width="2"/>')
-        for cx, cy, v, k in coords:
+        for cx, cy, v, x, n in coords:
+            note = "" if n is None else f" ({n} rollout{'' if n == 1 else 's'})"
             parts.append(
                 f'<circle class="mark" cx="{cx:.1f}" cy="{cy:.1f}" r="3.5" fill="{color}">'
-                f"<title>{escape(name)} k={k}: {v:.3f}</title></circle>"
+                f"<title>{escape(name)} {escape(x_name)}={x}: {v:.3f}{note}</title></circle>"
             )
     parts.extend(_x_ticks([str(x) for x in xs], step, offset=_LEFT + 10 - step / 2))
     return _svg(parts, _legend(list(series), PALETTE))

@@ -62,12 +62,18 @@ class Tally:
     failures: list[FailureRow] = field(default_factory=list)
     versions: VersionTally = field(default_factory=VersionTally)
     """The weight versions of the rollouts (`rollouts.versions`), when their calls were stamped."""
+    reward_by_version: dict[tuple[int, int], list[float]] = field(default_factory=dict)
+    """(agent, start version) -> [reward sum, rollouts], over the rows whose calls were stamped."""
 
     def add(self, row: Row) -> None:
         """Count one readable row."""
         outcome = row.outcome
         self.versions.add(outcome.weight_version)
         agent = self._agent_id(agent_of(row.data))
+        if outcome.weight_version is not None:
+            sums = self.reward_by_version.setdefault((agent, int(outcome.weight_version["start"])), [0.0, 0])
+            sums[0] += outcome.reward
+            sums[1] += 1
         response = row.data.get("response")
         self.task.append(outcome.task_index)
         self.repeat.append(outcome.rollout_index)
