@@ -117,11 +117,15 @@ def running_stack(work: Path, config_paths: Sequence[str], overrides: Sequence[s
             start_new_session=True,  # Ctrl-C of the bench reaches it through our stop, not twice
         )  # fmt: skip
     ready: dict[str, Any] = {}
+    # SIGTERM (a `timeout`, a job scheduler) would end this process without its finally blocks,
+    # leaving ng_run, in a session of its own, serving: make it an exit that stops the stack.
+    previous = signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
     try:
         ready = _wait_ready(process, ready_file, log_path)
         yield Stack(process, ready, env, log_path)
     finally:
         _stop(process, ready)
+        signal.signal(signal.SIGTERM, previous)
 
 
 def _wait_ready(process: subprocess.Popen[bytes], ready_file: Path, log_path: Path) -> dict[str, Any]:
