@@ -44,6 +44,7 @@ RESERVED_NAMES = frozenset(
         # the commands' options (tests/unit/scaffold checks that every command's are listed)
         *("dry_run", "ready_file", "ready_timeout_s", "install_requirements", "verbose", "show_sources"),
         "install_requirements_timeout_s",
+        *("domain", "licensing", "lifecycle", "modality", "status"),  # ng_list_benchmarks' filters
         "should_validate_data",
         *("input_jsonl_fpath", "output_jsonl_fpath", "output_html_fpath", "output_dirpath"),
         *("rollouts_jsonl_fpath", "tokenizer_path", "agent_name", "agent_urls", "limit", "mode", "split"),
