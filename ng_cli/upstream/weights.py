@@ -341,7 +341,7 @@ class WeightUpdater:
                     *(e.admin.devices(deadline_s=self.deadlines.verify_s) for e in engines)
                 )
             except PhaseError as error:
-                await self._all_quietly(
+                await on_all_quietly(
                     "resume", engines, lambda e: e.admin.resume(deadline_s=self.deadlines.resume_s)
                 )
                 self.versions.open()
@@ -494,7 +494,7 @@ class WeightUpdater:
         )
         previous = self.versions.version
         spanning = self.versions.set_version(version)
-        problems = await self._all_quietly(
+        problems = await on_all_quietly(
             "resume", serving, lambda e: e.admin.resume(deadline_s=self.deadlines.resume_s)
         )
         for engine in serving:
@@ -658,11 +658,6 @@ class WeightUpdater:
         """`on_all`, with the phase shown in the status."""
         self.operations.phase(phase)
         return await on_all(phase, engines, call)
-
-    async def _all_quietly(
-        self, phase: str, engines: list[PhaseEngine], call: Callable[[PhaseEngine], Awaitable[Any]]
-    ) -> dict[str, str]:
-        return await on_all_quietly(phase, engines, call)
 
     def _open_push(self) -> _Push:
         if self._push is None:
