@@ -22,7 +22,10 @@
 #   bash bench/gpu_session.sh loaders8b          (the same warm updates with vLLM's multi-thread loader)
 #   bash bench/gpu_session.sh pushipc8b [ROUNDS] (issue 41, colocated: a trainer process on the same GPU pushes A and
 #                                                 B by CUDA IPC (begin/push/commit) interleaved with disk updates,
-#                                                 bench/weight_push_ipc.py over gpu_dense_8b_push_ipc.yaml)
+#                                                 bench/weight_push.py --transfer ipc over gpu_dense_8b_push_ipc.yaml)
+#   bash bench/gpu_session.sh pushnccl8b [ROUNDS] (issue 41, two GPUs: the trainer on GPU 0 broadcasts A and B over
+#                                                 NCCL into the engine on GPU 1, interleaved with disk updates,
+#                                                 bench/weight_push.py --transfer nccl over gpu_dense_8b_push_nccl.yaml)
 # Issue 28's rest, on two GPUs (nvidia-h100-x2):
 #   bash bench/gpu_session.sh ckptmoe            (the tiny Qwen3-MoE of moe_dp2_ep2.yaml, and two random real
 #                                                 checkpoints of it, moeA and moeB, under /tmp/ng-ckpt)
@@ -52,7 +55,7 @@ STAGE=/tmp/ng-wh
 PY="$VENV/bin/python"
 export NG_VLLM_VENV="$VENV" PYTHONUNBUFFERED=1 NG_GPU_RESULTS="$OUT"
 
-step="${1:?usage: gpu_session.sh stage|install|quickstart|replicas|dense8b|ckpt8b|weights8b|loaders8b|pushipc8b|ckptmoe|eff28|moe28|tp2|issue28|bg|poll [args]}"
+step="${1:?usage: gpu_session.sh stage|install|quickstart|replicas|dense8b|ckpt8b|weights8b|loaders8b|pushipc8b|pushnccl8b|ckptmoe|eff28|moe28|tp2|issue28|issue41a|bg|poll [args]}"
 case "$step" in
   stage)
     bash scripts/build_vllm_env.sh --wheelhouse "${2:?part folder}" --stage "$STAGE" --stage-only
@@ -143,12 +146,22 @@ case "$step" in
   pushipc8b)
     for _ in $(seq 600); do [ -f /tmp/ng-ckpt/.done ] && break; sleep 1; done
     [ -f /tmp/ng-ckpt/.done ] || { echo "no checkpoints: run the ckpt8b step first" >&2; exit 2; }
-    "$PY" bench/weight_push_ipc.py \
+    "$PY" bench/weight_push.py --transfer ipc \
       --config resources_servers/example_single_tool_call/configs/example_single_tool_call.yaml \
       --config responses_api_models/local_vllm_model/configs/gpu_dense_8b_push_ipc.yaml \
       --checkpoint-a /tmp/ng-ckpt/A --checkpoint-b /tmp/ng-ckpt/B --rounds "${2:-6}" --label "8B, colocated" \
       --override "++example_single_tool_call_simple_agent.responses_api_agents.simple_agent.num_workers=4" \
       --output "$OUT/weight_push_ipc_8b.json" 2>&1 | tee "$OUT/weight_push_ipc_8b.txt" || true
+    ;;
+  pushnccl8b)
+    for _ in $(seq 600); do [ -f /tmp/ng-ckpt/.done ] && break; sleep 1; done
+    [ -f /tmp/ng-ckpt/.done ] || { echo "no checkpoints: run the ckpt8b step first" >&2; exit 2; }
+    "$PY" bench/weight_push.py --transfer nccl --trainer-gpu 0 --engine-gpu 1 \
+      --config resources_servers/example_single_tool_call/configs/example_single_tool_call.yaml \
+      --config responses_api_models/local_vllm_model/configs/gpu_dense_8b_push_nccl.yaml \
+      --checkpoint-a /tmp/ng-ckpt/A --checkpoint-b /tmp/ng-ckpt/B --rounds "${2:-6}" --label "8B, GPU 0 -> GPU 1" \
+      --override "++example_single_tool_call_simple_agent.responses_api_agents.simple_agent.num_workers=4" \
+      --output "$OUT/weight_push_nccl_8b.json" 2>&1 | tee "$OUT/weight_push_nccl_8b.txt" || true
     ;;
   ckptmoe)
     CKPY="$PY"; [ -x "$CKPY" ] || CKPY=python3
@@ -189,11 +202,28 @@ case "$step" in
     tail -n 5 "$OUT"/moe_dp2_ep2_*.txt
     ;;
   tp2)
+    # TP 2 as it crashed on 2026-11-26 (CUBLAS_STATUS_INTERNAL_ERROR after an illegal memory access in
+    # vLLM's profile run): `tp2` alone runs the default; `tp2 NAME KEY: VALUE ...` adds serve kwargs
+    # (`tp2 efficiency_8b_tp2_no_custom_ar disable_custom_all_reduce: true`: NCCL all-reduce only).
     "$PY" ng_cli/toolchain/tiny_model.py --arch llama3-8b --out /tmp/ng-models/llama3-8b-shape > /dev/null
+    name="${2:-efficiency_8b_tp2}"
+    extra=""; for kv in "${@:3}"; do extra="$extra, $kv"; done
     "$PY" bench/engine_efficiency.py --config responses_api_models/local_vllm_model/configs/gpu_dense_8b_dummy.yaml \
-      --set num_gpus=2 --set "vllm_serve_kwargs={tensor_parallel_size: 2}" --set return_token_id_information=true \
-      --paths direct --concurrency 256 1024 --waves "${WAVES:-2}" --rounds 2 --max-tokens 128 \
-      --out "$OUT/efficiency_8b_tp2.json" 2>&1 | tail -n 12 | tee "$OUT/efficiency_8b_tp2.txt"
+      --set num_gpus=2 --set "vllm_serve_kwargs={tensor_parallel_size: 2$extra}" --set return_token_id_information=true \
+      --paths direct --concurrency 256 1024 --waves "${WAVES:-2}" --rounds "${ROUNDS:-2}" --max-tokens 128 \
+      --out "$OUT/$name.json" 2>&1 | tail -n 12 | tee "$OUT/$name.txt"
+    ;;
+  issue41a)
+    # Issue 41 on two GPUs, first part: the NCCL push at 8B, then TP 2 as it crashed and without
+    # vLLM's custom all-reduce (the suspected cause).
+    for part in ckpt8b pushnccl8b; do
+      echo "== $part $(date +%T)"; bash bench/gpu_session.sh "$part" || echo "$part failed: $?"
+    done
+    echo "== tp2 default $(date +%T)"
+    WAVES=1 ROUNDS=1 bash bench/gpu_session.sh tp2 efficiency_8b_tp2 || echo "tp2 failed: $?"
+    echo "== tp2 without custom all-reduce $(date +%T)"
+    WAVES=1 ROUNDS=1 bash bench/gpu_session.sh tp2 efficiency_8b_tp2_no_custom_ar "disable_custom_all_reduce: true" \
+      || echo "tp2 failed: $?"
     ;;
   issue28)
     for part in ckptmoe eff28 moe28 tp2; do

@@ -121,7 +121,7 @@ RUN_BY_THEIR_OWN_TEST = {
 NOT_RUN_HERE = {
     "weight_update_8b.py": "needs a GPU: an 8B model with real weights (bench/gpu_session.sh weights8b)",
     "moe_dp_ep.py": "needs two GPUs: moe_dp2_ep2 through ng_run (bench/gpu_session.sh moe28)",
-    "weight_push_ipc.py": "needs a GPU: CUDA IPC from a trainer process to the engine (bench/gpu_session.sh pushipc8b)",
+    "weight_push.py": "needs a GPU: CUDA IPC or NCCL from a trainer process to the engine (bench/gpu_session.sh pushipc8b, pushnccl8b)",
     "trl_nemo_gym.py": "needs TRL (the trl extra, torch first) and TRL's grpo_nemo_gym.py, which is not in this "
     "repository (--script PATH); tests/engine/test_trl_rollout_func.py runs a client of its shape in CI",
     "nemo_gym_servers.py": "needs NeMo Gym's tree (--nemo-gym ROOT: its 43 MB wheel unpacked)",

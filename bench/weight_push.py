@@ -1,16 +1,17 @@
-"""Tensor push by CUDA IPC, trainer and engine on one GPU, interleaved with disk updates (issue 41).
+"""Tensor push (CUDA IPC or NCCL) interleaved with disk updates on one engine (issue 41).
 
-    <engine python> bench/weight_push_ipc.py --config ENV.yaml --config gpu_dense_8b_push_ipc.yaml \
+    <engine python> bench/weight_push.py --transfer ipc --config ENV.yaml --config gpu_dense_8b_push_ipc.yaml \
         --checkpoint-a /tmp/ng-ckpt/A --checkpoint-b /tmp/ng-ckpt/B [--rounds 6] --output FILE.json
+    <engine python> bench/weight_push.py --transfer nccl --config ENV.yaml --config gpu_dense_8b_push_nccl.yaml ...
 
 `ng_run` starts the stack once (the engine boots from checkpoint A, `weight_updates: true`,
-`weight_transfer: ipc`, CUDA graphs). Then this process is the colocated trainer: it loads A's and
-B's tensors onto the same GPU (`safetensors.safe_open(device="cuda")`) and every round runs four
-updates, each followed by a greedy probe through the model server (batch 1: decoding replays the
-captured CUDA graphs) with the top-5 logprobs of every token:
+`weight_transfer: ipc|nccl`, CUDA graphs). Then this process is the trainer: it loads A's and B's
+tensors onto its GPU (`safetensors.safe_open(device="cuda")`) and every round runs four updates,
+each followed by a greedy probe through the model server (batch 1: decoding replays the captured
+CUDA graphs) with the top-5 logprobs of every token:
 
     disk -> B    WeightsClient.update (what ng_update_weights sends): pause, vLLM's reload, verify ...
-    push -> A    begin -> push("update_weights", CUDA IPC handles of A's tensors) -> commit
+    push -> A    begin -> push("update_weights", A's tensors) -> commit
     push -> B    the same with B's
     disk -> A
 
@@ -19,7 +20,7 @@ push's probe must answer exactly as a disk load of the same checkpoint (A: at bo
 disk update): the same text, token ids and logprobs; and the model server's fingerprint of the
 weights (per-tensor sums, computed on the GPU at verify) must equal the disk load's.
 
-vLLM 0.26.0's IPC protocol over HTTP (`vllm/distributed/weight_transfer/ipc_engine.py`):
+`--transfer ipc` (colocated: trainer and engine on one GPU). vLLM 0.26.0's IPC protocol over HTTP (`vllm/distributed/weight_transfer/ipc_engine.py`):
 `/init_weight_transfer_engine {"init_info": {}}` (nothing to set up for IPC), then per update
 `/update_weights {"update_info": {"names", "dtype_names", "shapes", "packed": false,
 "ipc_handles_pickled"}}`, where `ipc_handles_pickled` is base64 of the pickled list, one
@@ -30,6 +31,16 @@ index) and feeds them to `model.load_weights` under vLLM's layerwise reload. Unp
 also imports `ray` at its top although vLLM does not depend on Ray, so an engine without Ray dies at
 start with `--weight-transfer-config ipc`: this bench gives the engine (only) a one-line stand-in
 module (`--ray-stub`, on the engine's PYTHONPATH), which vLLM's Ray checks read as "not initialised".
+
+`--transfer nccl` (trainer on one GPU, engine on another: `--trainer-gpu 0 --engine-gpu 1`), vLLM
+0.26.0's NCCL protocol (`vllm/distributed/weight_transfer/nccl_engine.py`), as TRL's `VLLMClient`
+drives it: `/init_weight_transfer_engine {"init_info": {"master_address", "master_port",
+"rank_offset": 1, "world_size": 1 + the engine's workers}}` runs while this process joins the same
+rendezvous as rank 0 (`NCCLWeightTransferEngine.trainer_init`); per update `/update_weights
+{"update_info": {"names", "dtype_names", "shapes", "packed": true}}` runs while this process
+broadcasts the tensors (`trainer_send_weights`, packed buffers). Both HTTP calls go through the
+model server (`push`), each in a thread beside the trainer's own side, which blocks until the
+engine's workers take part. The group is made once, in the first push's window.
 
 Each window is the model server's (`window_s`: from stop admitting to admitting again; for a push
 from `begin` to the end of `commit`, so the trainer's own steps between the calls count). Writes the
@@ -117,9 +128,9 @@ def same_answer(got: dict[str, Any], expected: dict[str, Any]) -> dict[str, Any]
 
 
 class Trainer:
-    """The colocated trainer: checkpoints' tensors on this process's GPU, pushed by CUDA IPC."""
+    """The trainer: checkpoints' tensors on this process's GPU, pushed by CUDA IPC or NCCL."""
 
-    def __init__(self) -> None:
+    def __init__(self, transfer: str, group_port: int) -> None:
         import torch
 
         self.torch = torch
@@ -127,6 +138,9 @@ class Trainer:
         self.device = torch.device("cuda", torch.cuda.current_device())
         self.uuid = str(torch.cuda.get_device_properties(self.device).uuid)
         self.tensors: dict[str, list[tuple[str, Any]]] = {}
+        self.transfer = transfer
+        self.group_port = group_port
+        self.group: Any = None
         self.initialised = False
 
     def load(self, label: str, directory: Path) -> dict[str, Any]:
@@ -179,6 +193,69 @@ class Trainer:
             "ipc_handles_pickled": base64.b64encode(pickle.dumps(handles)).decode(),
         }
 
+    def nccl_info(self, label: str) -> dict[str, Any]:
+        """vLLM 0.26.0's NCCL update_info: what the workers are about to receive, in broadcast order."""
+        return {
+            "names": [name for name, _ in self.tensors[label]],
+            "dtype_names": [str(t.dtype).split(".")[-1] for _, t in self.tensors[label]],
+            "shapes": [list(t.shape) for _, t in self.tensors[label]],
+            "packed": True,
+        }
+
+    def beside(self, call: Any, own_side: Any) -> None:
+        """Run the HTTP call in a thread while this process does its side of the collective (each
+        blocks until the other takes part), then raise the call's error if it failed."""
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            future = pool.submit(call)
+            try:
+                own_side()
+            finally:
+                future.result(timeout=600)
+
+    def init(self, client: Any, marks: dict[str, float]) -> None:
+        t0 = time.perf_counter()
+        if self.transfer == "ipc":
+            client.push("init_weight_transfer_engine", {"init_info": {}})
+        else:
+            from vllm.distributed.weight_transfer.nccl_engine import NCCLWeightTransferEngine
+
+            workers = int(client.push("get_world_size", None)[0]["world_size"])
+            info = {"master_address": "127.0.0.1", "master_port": self.group_port, "rank_offset": 1,
+                    "world_size": workers + 1}  # fmt: skip
+            marks["nccl_world_size"] = workers + 1
+
+            def join() -> None:
+                self.group = NCCLWeightTransferEngine.trainer_init(info)
+
+            self.beside(lambda: client.push("init_weight_transfer_engine", {"init_info": info}), join)
+        marks["init_s"] = time.perf_counter() - t0
+        self.initialised = True
+
+    def send(self, client: Any, label: str, marks: dict[str, float]) -> None:
+        t0 = time.perf_counter()
+        if self.transfer == "ipc":
+            info = self.update_info(label)
+            marks["handles_s"] = time.perf_counter() - t0
+            marks["body_bytes"] = len(json.dumps({"update_info": info}))
+            t0 = time.perf_counter()
+            client.push("update_weights", {"update_info": info})
+        else:
+            from vllm.distributed.weight_transfer.nccl_engine import NCCLWeightTransferEngine
+
+            info = self.nccl_info(label)
+            marks["body_bytes"] = len(json.dumps({"update_info": info}))
+
+            def broadcast() -> None:
+                NCCLWeightTransferEngine.trainer_send_weights(
+                    iter(self.tensors[label]), {"group": self.group, "packed": True}
+                )
+                self.torch.cuda.synchronize()
+
+            self.beside(lambda: client.push("update_weights", {"update_info": info}), broadcast)
+        marks["update_weights_s"] = time.perf_counter() - t0
+
     def push(self, client: Any, label: str, version: int) -> dict[str, Any]:
         """begin -> (init once) -> update_weights -> commit; abort on any failure after begin."""
         marks: dict[str, float] = {}
@@ -187,17 +264,8 @@ class Trainer:
         marks["begin_s"] = time.perf_counter() - started
         try:
             if not self.initialised:
-                t0 = time.perf_counter()
-                client.push("init_weight_transfer_engine", {"init_info": {}})
-                marks["init_s"] = time.perf_counter() - t0
-                self.initialised = True
-            t0 = time.perf_counter()
-            info = self.update_info(label)
-            marks["handles_s"] = time.perf_counter() - t0
-            marks["body_bytes"] = len(json.dumps({"update_info": info}))
-            t0 = time.perf_counter()
-            client.push("update_weights", {"update_info": info})
-            marks["update_weights_s"] = time.perf_counter() - t0
+                self.init(client, marks)
+            self.send(client, label, marks)
         except BaseException:
             try:
                 client.abort()
@@ -208,7 +276,8 @@ class Trainer:
         result: dict[str, Any] = client.commit()
         marks["commit_s"] = time.perf_counter() - t0
         marks["client_wall_s"] = time.perf_counter() - started
-        self.torch.cuda.ipc_collect()
+        if self.transfer == "ipc":
+            self.torch.cuda.ipc_collect()
         result["trainer"] = {k: round(v, 4) if isinstance(v, float) else v for k, v in marks.items()}
         return result
 
@@ -263,6 +332,7 @@ def main() -> None:
     from tests.fixtures.engine_stack import ENGINE_KEY, engine_stack
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--transfer", choices=("ipc", "nccl"), required=True)
     parser.add_argument("--config", action="append", required=True)
     parser.add_argument("--checkpoint-a", type=Path, required=True)
     parser.add_argument("--checkpoint-b", type=Path, required=True)
@@ -282,8 +352,13 @@ def main() -> None:
         help="no GPU: each push is begin -> init -> get_world_size -> commit, without tensors "
         "(checks the calls and the record on the CPU engine)",
     )
+    parser.add_argument("--trainer-gpu", default="0", help="nccl: the trainer's GPU (CUDA_VISIBLE_DEVICES)")
+    parser.add_argument("--engine-gpu", default="1", help="nccl: the engine's GPU (CUDA_VISIBLE_DEVICES)")
+    parser.add_argument(
+        "--group-port", type=int, default=51216, help="nccl: the rendezvous port (TRL's default)"
+    )
     parser.add_argument("--label", default="")
-    parser.add_argument("--workdir", type=Path, default=Path(f"/tmp/ng-push-ipc-{os.getpid()}"))
+    parser.add_argument("--workdir", type=Path, default=Path(f"/tmp/ng-push-{os.getpid()}"))
     parser.add_argument("--output", type=Path, required=True)
     args = parser.parse_args()
     args.workdir.mkdir(parents=True, exist_ok=True)
@@ -292,12 +367,13 @@ def main() -> None:
     os.environ.pop("PYTORCH_CUDA_ALLOC_CONF", None)
 
     overrides = [f"++{ENGINE_KEY}.weight_updates=true", *args.override]
-    if str(args.ray_stub) != "none":
+    if args.transfer == "ipc" and str(args.ray_stub) != "none":
         args.ray_stub.mkdir(parents=True, exist_ok=True)
         (args.ray_stub / "ray.py").write_text(RAY_STUB)
         overrides.append(f"++{ENGINE_KEY}.vllm_serve_env_vars.PYTHONPATH={args.ray_stub.resolve()}")
     record: dict[str, Any] = {
         "label": args.label,
+        "transfer": args.transfer,
         "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
         "machine": {"python": platform.python_version(), "platform": platform.platform(), "cpus": os.cpu_count(),
                     "gpu": nvidia_smi()},
@@ -315,6 +391,8 @@ def main() -> None:
     started = time.perf_counter()
     log = ""
     try:
+        if args.transfer == "nccl":  # ng_run plans the engine on the GPUs it sees
+            os.environ["CUDA_VISIBLE_DEVICES"] = args.engine_gpu
         with engine_stack(args.workdir / "stack", args.config, overrides) as stack:
             record["stack_ready_s"] = round(time.perf_counter() - started, 1)
             record["memory_after_start"] = nvidia_smi()
@@ -333,7 +411,9 @@ def main() -> None:
             trainer: Trainer | None = None
             if not args.dry_run:
                 try:
-                    trainer = Trainer()
+                    if args.transfer == "nccl":  # torch.cuda starts here: the trainer sees its GPU only
+                        os.environ["CUDA_VISIBLE_DEVICES"] = args.trainer_gpu
+                    trainer = Trainer(args.transfer, args.group_port)
                     record["trainer_load"] = {"B": trainer.load("B", args.checkpoint_b)}
                     # Before A is loaded: the floor's copy needs B's size again on the GPU for a moment.
                     record["trainer_copy_floor_s"] = trainer.copy_floor_s("B")
@@ -421,7 +501,7 @@ def main() -> None:
     }
     lines = [
         line for line in log.splitlines()
-        if any(marker in line for marker in (*ENGINE_LINES, "weight_transfer", "Weight", "IPC", "Ray"))
+        if any(marker in line for marker in (*ENGINE_LINES, "weight_transfer", "Weight", "IPC", "NCCL", "nccl", "Ray"))
         and "Avg prompt throughput" not in line
     ]  # fmt: skip
     record["engine_lines"] = lines[-300:]
@@ -434,7 +514,7 @@ def main() -> None:
     args.output.with_suffix(".ng_run.log").write_text(log[-4_000_000:])
 
     table = Table(
-        title=f"weight updates, disk vs CUDA IPC push {args.label} ({record['machine']['gpu'].get('gpu', '?')})",
+        title=f"weight updates, disk vs {args.transfer} push {args.label} ({record['machine']['gpu'].get('gpu', '?')})",
         title_justify="left",
     )
     for column in (
