@@ -77,22 +77,26 @@ def status(
             engines = fetch_engines(head_url, timeout_s=timeout_s)
         except UpstreamHTTPError:  # a head server from before /engines
             engines = []
-        servers += [_engine_entry(engine) for engine in engines]
+        engine_rows = [_engine_entry(engine) for engine in engines]
+        servers += engine_rows
         up = probe_all({entry["name"]: entry["url"] for entry in servers}, timeout_s=timeout_s)
         console = make_console()
         console.print(status_table(head_url, servers, up))
         sound = True
         for entry in servers:
             if isinstance(entry.get("admin"), dict) and up.get(str(entry["name"])):
-                line, weights_sound = _weights_line(head_url, entry)
+                line, weights_sound = _weights_line(head_url, entry, engine_rows)
                 console.print(line, highlight=False)
                 sound = sound and weights_sound
     raise typer.Exit(0 if all(up.values()) and sound else 1)
 
 
-def _weights_line(head_url: str, entry: dict[str, Any]) -> tuple[str, bool]:
+def _weights_line(
+    head_url: str, entry: dict[str, Any], engines: list[dict[str, Any]] | None = None
+) -> tuple[str, bool]:
     """`weights: policy_model version 3 (/ckpt/step-3), admitting, 12 calls in flight` (or why not
-    read), and whether the weights are sound (False: an engine is held out after a failed rollback)."""
+    read), a line per engine with its node and version, and whether the weights are sound (False:
+    an engine is held out after a failed rollback, or lost with its node during an update)."""
     name = str(entry["name"])
     routes = f"admin routes {entry['url']}{entry['admin']['weights']}/..."
     try:
@@ -113,12 +117,30 @@ def _weights_line(head_url: str, entry: dict[str, Any]) -> tuple[str, bool]:
         f"weights: {name} version {status['version']} ({status['path'] or 'pushed tensors'}), {admitting}, "
         f"{status['in_flight']} calls in flight; {routes}"
     )
+    line += _engine_versions(status, engines or [])
     held_out = status.get("held_out") or {}
     for engine, reason in held_out.items():
         line += f"\n  HELD OUT {engine}: {reason} (paused until an update succeeds on it)"
     if held_out and not status.get("serving"):
         line += "\n  NO ENGINE SERVES: calls wait for the next update (upstream_down_grace_s bounds the wait)"
     return line, not held_out
+
+
+def _engine_versions(status: dict[str, Any], engines: list[dict[str, Any]]) -> str:
+    """`  policy_model/engine-0 on node 5c1e...e7 (10.0.0.3): version 3` per engine the model server
+    lists (its node from the head's /engines; `not serving` while it is out of the pool)."""
+    by_root = {str(engine["url"]).rstrip("/"): engine for engine in engines}
+    lines = ""
+    for root, version in (status.get("engine_versions") or {}).items():
+        engine = by_root.get(str(root).rstrip("/"), {})
+        where = f" on node {engine.get('node_id') or '?'} ({engine['node']})" if engine.get("node") else ""
+        told = (
+            f"version {version}"
+            if version is not None
+            else f"not serving (version {status['version']} when back)"
+        )
+        lines += f"\n  {engine.get('name', root)} {root}{where}: {told}"
+    return lines
 
 
 def _engine_entry(engine: dict[str, object]) -> dict[str, object]:

@@ -51,6 +51,11 @@ class WeightsExtension:
         _tie_embeddings(self.model_runner.get_model())
         return self.ng_weights_fingerprint()
 
+    def ng_checkpoint_files(self, weights_path: str) -> str:
+        """What this worker's node sees at `weights_path` (`upstream.checkpoint_sight` compares it
+        with the model server's view before an update pauses anything)."""
+        return checkpoint_sight(weights_path)
+
     def ng_clear_kv_cache(self) -> int:
         """Zero every KV-cache block; the elements zeroed. Resetting the prefix cache drops the blocks'
         hashes, not their contents: after weights that made NaN or inf activations, those stayed in
@@ -143,3 +148,35 @@ def _tie_embeddings(model: Any) -> None:
     method = getattr(head, "quant_method", None)
     if method is not None and hasattr(method, "process_weights_after_loading"):
         method.process_weights_after_loading(head)
+
+
+def checkpoint_sight(weights_path: str) -> str:
+    """JSON of `{file: [size, sha256 of its safetensors header]}` for the checkpoint's top-level
+    files (or the one file it names), or `{"": "<why none>"}`; `upstream.checkpoint_sight` runs the
+    same function on the model server's side."""
+    import hashlib
+    import json
+    import os
+
+    folder, names = weights_path, []
+    try:
+        if os.path.isfile(weights_path):  # one file (a weights delta): itself
+            folder, names = os.path.split(weights_path)[0], [os.path.basename(weights_path)]
+        else:
+            names = sorted(name for name in os.listdir(weights_path) if not name.startswith("."))
+    except OSError as error:
+        return json.dumps({"": f"{type(error).__name__}: {error.strerror or error}"})
+    seen: dict[str, list[object]] = {}
+    for name in names:
+        path = os.path.join(folder, name)
+        if not os.path.isfile(path):
+            continue
+        size = os.path.getsize(path)
+        digest = ""
+        if name.endswith(".safetensors") and size >= 8:
+            with open(path, "rb") as handle:
+                head = handle.read(8)
+                length = int.from_bytes(head, "little")
+                digest = hashlib.sha256(head + handle.read(min(length, 100_000_000))).hexdigest()
+        seen[name] = [size, digest]
+    return json.dumps(seen, sort_keys=True)

@@ -29,7 +29,13 @@ from ng_cli.engines.checks import Parallelism, check_engine_config, check_engine
 from ng_cli.engines.config import DataParallelMode, LocalVllmModelConfig
 from ng_cli.engines.quirks import Note, apply_quirks
 from ng_cli.engines.serve_args import render_serve_args, split_secret_kwargs
-from ng_cli.engines.weight_routes import DEV_MODE_ENV, weight_update_kwargs
+from ng_cli.engines.weight_routes import (
+    ADMIN_KEY_ENV,
+    DEV_MODE_ENV,
+    engine_admin_key,
+    needs_admin_key,
+    weight_update_kwargs,
+)
 
 __all__ = [
     "ENGINE_MAIN",
@@ -167,6 +173,9 @@ class InstanceEngines:
     secret_env: Mapping[str, str] = field(repr=False, default_factory=dict)
     weight_updates: bool = False
     """The engines take new weights (their admin routes are on; the model server's too)."""
+    admin_secret: str = field(repr=False, default="")
+    """With weight_updates: what each network-facing engine's admin key is derived from
+    (`weight_routes.engine_admin_key`); the model server gets it in its 0600 spec file."""
     endpoint_file: str | None = None
     """On Ray: the file ng_run keeps listing the engines' URLs in, which the model server follows
     (an engine re-placed after a lost node serves at a new address)."""
@@ -179,6 +188,9 @@ class InstanceEngines:
         env.update(engine.env)
         env.update(self.secret_env)
         env["VLLM_API_KEY"] = self.api_key
+        env.pop(ADMIN_KEY_ENV, None)
+        if self.weight_updates and self.admin_secret and needs_admin_key(engine.root_url):
+            env[ADMIN_KEY_ENV] = engine_admin_key(self.admin_secret, engine.root_url)
         return env
 
     def group_of(self, engine: EngineSpec) -> tuple[EngineSpec, ...]:
@@ -212,6 +224,8 @@ class InstanceEngines:
             "base_url": [engine.base_url for engine in self.engines],
             "api_key": self.api_key,
         }
+        if self.weight_updates and self.admin_secret:
+            overrides["engine_admin_secret"] = self.admin_secret
         if self.endpoint_file is not None:
             overrides |= {"endpoint_file": self.endpoint_file, "endpoint_check_interval_s": 1.0}
         return overrides
@@ -284,6 +298,7 @@ def plan_engines(
         api_key=key,
         secret_env=secret_env,
         weight_updates=config.weight_updates,
+        admin_secret=_random.token_urlsafe(32) if config.weight_updates else "",
     )
 
 

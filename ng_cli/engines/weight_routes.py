@@ -9,15 +9,26 @@ key only under `/v1`. So an engine that takes updates also gets:
   tied, and the weights' fingerprint the update verifies with;
 * `--weight-transfer-config {"backend": ...}` when a trainer pushes tensors (`weight_transfer`).
 
-Refused before anything starts (ConfigError naming the key): an engine host that is not
-loopback (the admin routes must not face a network), `load_format: dummy` without a tensor push
-(vLLM cannot reload a dummy-loaded model from disk: "NotImplementedError: Model reloading with
-dummy format"), and the user's own `middleware` / `worker_extension_cls` (they would replace ours).
+An engine that listens on a network address (a Ray node's, or a non-loopback `engine_host`)
+gets its own admin key as well (`ADMIN_KEY_ENV`): HMAC-SHA256 of the instance's admin secret and
+the engine's root URL. The guard then opens the admin routes to that key only; the engines' key
+(which the trainer, agents and `ng_update_weights` hold) opens the inference routes alone. Only
+ng_run and the model server hold the secret (its 0600 spec file), so only the model server can
+derive a key, and an engine's key opens no other engine (docs/ray.md, "Weight updates on a
+cluster", says why this and not a relay).
+
+Refused before anything starts (ConfigError naming the key): `load_format: dummy` without a
+tensor push (vLLM cannot reload a dummy-loaded model from disk: "NotImplementedError: Model
+reloading with dummy format"), and the user's own `middleware` / `worker_extension_cls` (they
+would replace ours).
 """
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import ipaddress
+import urllib.parse
 from collections.abc import Callable
 from typing import Any
 
@@ -26,9 +37,18 @@ from ng_cli.engines.engine_guard import MIDDLEWARE
 from ng_cli.engines.engine_worker import EXTENSION
 from ng_cli.errors import ConfigError
 
-__all__ = ["DEV_MODE_ENV", "is_loopback", "weight_update_kwargs"]
+__all__ = [
+    "ADMIN_KEY_ENV",
+    "DEV_MODE_ENV",
+    "engine_admin_key",
+    "is_loopback",
+    "needs_admin_key",
+    "weight_update_kwargs",
+]
 
 DEV_MODE_ENV = {"VLLM_SERVER_DEV_MODE": "1"}
+ADMIN_KEY_ENV = "NG_ENGINE_ADMIN_KEY"
+"""The engine's own admin key (`engine_guard` reads it); set only where `needs_admin_key`."""
 _OURS = ("middleware", "worker_extension_cls", "weight_transfer_config")
 
 
@@ -42,6 +62,21 @@ def is_loopback(host: str) -> bool:
         return False
 
 
+def needs_admin_key(root_url: str) -> bool:
+    """An engine at `root_url` faces a network: its admin routes take its own key, not the engines'."""
+    return not is_loopback(urllib.parse.urlsplit(root_url).hostname or "")
+
+
+def engine_admin_key(secret: str, root_url: str) -> str:
+    """The admin key of the engine at `root_url` (as `EngineSpec.root_url` writes it).
+
+    Bound to the URL: a node that reads its engine's environment learns that engine's key only,
+    and a re-placed engine (a new URL) gets a new one."""
+    if not secret:
+        raise ValueError("no admin secret: ng_run gives one with weight_updates: true")
+    return hmac.new(secret.encode(), root_url.rstrip("/").encode(), hashlib.sha256).hexdigest()
+
+
 def weight_update_kwargs(
     config: LocalVllmModelConfig, kwargs: dict[str, Any], *, at: Callable[[str], str]
 ) -> dict[str, Any]:
@@ -53,12 +88,6 @@ def weight_update_kwargs(
                 hint="set weight_updates: true (the pause, version and cache handling come with it)",
             )
         return kwargs
-    if not is_loopback(config.engine_host):
-        raise ConfigError(
-            f"{at('engine_host')}engine_host: {config.engine_host!r} with weight_updates: true would put vLLM's "
-            "admin routes (pause, reload, collective_rpc) on a network",
-            hint="keep engine_host on loopback (127.0.0.1); updates reach the engines through the model server",
-        )
     for key in _OURS:
         if key in kwargs:
             raise ConfigError(

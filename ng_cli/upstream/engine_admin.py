@@ -12,7 +12,7 @@ import asyncio
 from collections.abc import Awaitable, Mapping
 from typing import Any, Literal, TypeVar
 
-from ng_cli.errors import NgError, UpstreamTimeoutError
+from ng_cli.errors import NgError, UpstreamTimeoutError, UpstreamUnavailableError
 from ng_cli.servers.http import HttpClient, Timeouts
 
 __all__ = ["NON_FINITE", "SHARED", "EngineAdmin", "PauseMode", "PhaseError", "non_finite", "shared_part"]
@@ -110,6 +110,24 @@ class EngineAdmin:
     async def is_sleeping(self, *, deadline_s: float) -> bool:
         answer = await self._phase("sleep", self._get("/is_sleeping", deadline_s), deadline_s)
         return bool(isinstance(answer, dict) and answer.get("is_sleeping"))
+
+    async def checkpoint_files(self, path: str, *, deadline_s: float) -> list[str]:
+        """What each worker's node sees at `path` (`upstream.checkpoint_sight`)."""
+        body = {"method": "ng_checkpoint_files", "kwargs": {"weights_path": path}, "timeout": deadline_s}
+        answer = await self._phase("check", self._post("/collective_rpc", body, deadline_s), deadline_s)
+        return _per_worker(self.root_url, "check", answer)
+
+    async def answers(self, *, deadline_s: float) -> bool:
+        """Whether its server answers `/health` at all (False: its node or process is gone)."""
+        try:
+            await self.http.request_json(
+                "GET", self.root_url + "/health", headers=self.headers, timeouts=_timeouts(deadline_s)
+            )
+        except (UpstreamUnavailableError, UpstreamTimeoutError):
+            return False
+        except NgError:  # an error status (engine core down, say) is an answer: not a lost node
+            return True
+        return True
 
     async def call(
         self, route: str, body: Any, *, phase: str, deadline_s: float, method: str = "POST"

@@ -109,6 +109,9 @@ class Upstream:
         )
         for endpoint in added:
             self.metrics.track(endpoint.base_url)
+            if self.prober.before_rejoin is not None:  # it loads the current weights before it serves
+                endpoint.is_healthy = False
+                endpoint.last_error = "new: not checked yet"
         self.prober.sync()
         if added:
             self.client.notify_rejoined()  # calls waiting for an endpoint can use the new ones

@@ -21,6 +21,9 @@ __all__ = ["PhaseEngine", "WeightUpdateError", "failure", "live", "on_all", "on_
 
 logger = logging.getLogger("ng_cli.upstream")
 
+_ANSWER_S = 5.0
+"""How long an engine that failed a phase has to answer `/health` before it counts as lost."""
+
 
 class WeightUpdateError(NgError):
     """An update refused or rolled back: the version did not change and the old weights serve."""
@@ -79,6 +82,9 @@ class PhaseEngine:
     """Out of the pool since its rollback or restore failed: this update may bring it back, and its
     failing again fails only itself (`dropped`), not the update of the engines that serve."""
     dropped: bool = False
+    lost: str | None = None
+    """Why it is out of this operation: it failed a phase and its server no longer answers (its
+    node lost, its process gone); the others go on without it."""
 
     async def timed(self, phase: str, call: Awaitable[Any]) -> Any:
         started = time.perf_counter()
@@ -98,12 +104,26 @@ async def on_all(
 ) -> list[Any]:
     """`call` on every live engine at once, timed; the first failure (after all ended) is raised.
 
-    A held-out engine that fails is dropped from the operation instead: it stays held out."""
+    A held-out engine that fails is dropped from the operation instead: it stays held out. So is
+    an engine that fails and then does not answer `/health` (`lost`): a lost node costs the
+    operation only its engines, which load the current weights before they serve again."""
     running = live(engines)
     results = await _gathered(phase, running, call)
+    failed = [
+        engine
+        for engine, result in zip(running, results, strict=True)
+        if isinstance(result, PhaseError) and not engine.held_out
+    ]
+    answers = await asyncio.gather(*(engine.admin.answers(deadline_s=_ANSWER_S) for engine in failed))
     for engine, result in zip(running, results, strict=True):
         if isinstance(result, PhaseError) and engine.held_out:
             logger.warning("held-out engine %s: %s", engine.endpoint.root_url, result.message)
+            engine.dropped = True
+        elif isinstance(result, PhaseError) and engine in failed and not answers[failed.index(engine)]:
+            logger.warning(
+                "engine %s is gone (no answer to /health): %s", engine.endpoint.root_url, result.message
+            )
+            engine.lost = f"lost in phase {phase} ({result.reason})"
             engine.dropped = True
     kept = [result for engine, result in zip(running, results, strict=True) if not engine.dropped]
     for result in kept:

@@ -42,6 +42,7 @@ from typing import Any
 
 from ng_cli.servers.http import HttpClient
 from ng_cli.upstream.checkpoint import Checkpoint, CheckpointError, CheckpointGate
+from ng_cli.upstream.checkpoint_sight import unseen
 from ng_cli.upstream.config import WeightUpdateDeadlines
 from ng_cli.upstream.engine_admin import EngineAdmin, PauseMode, PhaseError, non_finite, shared_part
 from ng_cli.upstream.operations import Operations
@@ -94,10 +95,14 @@ class WeightUpdater:
         disk_reason: str | None = None,
         push_reason: str | None = None,
         ranks_are_shards: bool = False,
+        engine_headers: Callable[[str], Mapping[str, str]] | None = None,
     ) -> None:
         self.pool = pool
         self.http = http
         self.headers = dict(headers)
+        self.engine_headers = engine_headers
+        """Root URL -> the headers of its admin calls (an engine on a network address has its own
+        admin key: `engines/weight_routes.py`); None: `headers` for every engine."""
         self.versions = versions
         self.deadlines = deadlines
         self.path = boot_path
@@ -136,11 +141,26 @@ class WeightUpdater:
             "sleeping": self._sleeping is not None,
             "engines": [endpoint.root_url for endpoint in self.pool.endpoints],
             "serving": [endpoint.root_url for endpoint in self.pool.endpoints if endpoint.is_healthy],
-            "held_out": dict(self.held_out),
+            "held_out": self._listed_held_out(),
+            "engine_versions": {
+                e.root_url: self.versions.version
+                if e.is_healthy and e.root_url not in self.held_out
+                else None
+                for e in self.pool.endpoints
+            },
             "fingerprint": self.fingerprint,
             "last_update": self.last,
             "last_outcome": self.operations.last,
         }
+
+    def _listed_held_out(self) -> dict[str, str]:
+        """Held-out engines the pool still lists (one lost with its node is replaced at a new URL)."""
+        listed = {endpoint.root_url for endpoint in self.pool.endpoints}
+        return {url: reason for url, reason in self.held_out.items() if url in listed}
+
+    def _admin(self, root_url: str) -> EngineAdmin:
+        headers = self.engine_headers(root_url) if self.engine_headers is not None else self.headers
+        return EngineAdmin(self.http, root_url, headers=headers)
 
     # -- from a checkpoint directory -----------------------------------------------------------
 
@@ -154,6 +174,7 @@ class WeightUpdater:
             self._check_version(version)
             checkpoint = await self._checked_checkpoint(path)
             engines = self._engines()
+            await self._seen_everywhere(path, engines)
             started = time.perf_counter()
             self.versions.close()
             try:
@@ -193,7 +214,7 @@ class WeightUpdater:
                 if self.versions.version == 0
                 else "its weights were pushed, not loaded from disk: push again"
             )
-        admin = EngineAdmin(self.http, endpoint.root_url, headers=self.headers)
+        admin = self._admin(endpoint.root_url)
         try:
             if self.path != self.boot_path or self.versions.version != 0:
                 await self._still_there(endpoint.root_url, "restore")
@@ -438,6 +459,21 @@ class WeightUpdater:
                 version=self.versions.version,
             ) from None
 
+    async def _seen_everywhere(self, path: str, engines: list[PhaseEngine]) -> None:
+        """Refused before any pause when an engine's node does not see `path` as this server does."""
+        differences = await unseen(path, [e.admin for e in engines], deadline_s=self.deadlines.check_s)
+        if differences:
+            raise WeightUpdateError(
+                "refused before any engine was paused: "
+                + "; ".join(
+                    f"engine {url} does not see {path} as this server does: {why}"
+                    for url, why in differences.items()
+                ),
+                phase="check",
+                version=self.versions.version,
+                hint="on a cluster, write checkpoints to storage every node mounts at the same path (docs/ray.md)",
+            )
+
     async def _still_there(self, engine: str, phase: str) -> None:
         """The current checkpoint is still on disk (a trainer's rotation may have deleted it)."""
         assert self.path is not None
@@ -453,7 +489,7 @@ class WeightUpdater:
         engines = [
             PhaseEngine(
                 endpoint,
-                EngineAdmin(self.http, endpoint.root_url, headers=self.headers),
+                self._admin(endpoint.root_url),
                 held_out=endpoint.root_url in self.held_out and not endpoint.is_healthy,
             )
             for endpoint in self.pool.endpoints
@@ -655,9 +691,17 @@ class WeightUpdater:
     async def _all(
         self, phase: str, engines: list[PhaseEngine], call: Callable[[PhaseEngine], Awaitable[Any]]
     ) -> list[Any]:
-        """`on_all`, with the phase shown in the status."""
+        """`on_all`, with the phase shown in the status; an engine lost meanwhile is held out."""
         self.operations.phase(phase)
-        return await on_all(phase, engines, call)
+        try:
+            return await on_all(phase, engines, call)
+        finally:
+            for engine in engines:
+                if engine.lost is not None and engine.endpoint.root_url not in self.held_out:
+                    self.held_out[engine.endpoint.root_url] = (
+                        f"{engine.lost}: out of the update; it loads the current weights before it serves again"
+                    )
+                    self.pool.record_failure(engine.endpoint, engine.lost, now=time.monotonic())
 
     def _open_push(self) -> _Push:
         if self._push is None:

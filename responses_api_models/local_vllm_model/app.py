@@ -13,6 +13,7 @@ docs/local_vllm_model.md.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Mapping
 from typing import ClassVar
 
 from typing_extensions import override
@@ -20,6 +21,7 @@ from typing_extensions import override
 from ng_cli.engines.config import LocalVllmModelConfig
 from ng_cli.engines.model_info import resolve_model_dir
 from ng_cli.engines.quirks import ASYNC_TIMEOUT_ENV, SampleTimeoutError, sample_timeout_s
+from ng_cli.engines.weight_routes import engine_admin_key, needs_admin_key
 from ng_cli.errors import ConfigError, NgError, UpstreamTimeoutError
 from ng_cli.model_server.vllm_server import VllmModelServer
 from ng_cli.upstream import VllmModelConfig
@@ -69,6 +71,7 @@ class LocalVllmModel(VllmModelServer[LocalVllmModelConfig]):
             deadlines=config.weight_update_deadlines,
             boot_path=boot,
             # external LB over one expert-parallel group: one endpoint per rank, each with its own experts
+            engine_headers=self._engine_headers(),
             ranks_are_shards=config.data_parallel_mode == "external_lb"
             and (
                 (config.expert_parallel_size or 1) > 1
@@ -89,6 +92,20 @@ class LocalVllmModel(VllmModelServer[LocalVllmModelConfig]):
                 else None
             ),
         )
+
+    def _engine_headers(self) -> Callable[[str], Mapping[str, str]] | None:
+        """Each engine's admin headers: its own key where it faces a network (ng_run's secret)."""
+        secret = self.config.engine_admin_secret.get_secret_value()
+        if not secret:
+            return None
+        headers = dict(self.upstream.client.headers)
+
+        def of(root_url: str) -> Mapping[str, str]:
+            if not needs_admin_key(root_url):
+                return headers
+            return {**headers, "Authorization": f"Bearer {engine_admin_key(secret, root_url)}"}
+
+        return of
 
     @override
     def timeout_error(self, error: UpstreamTimeoutError) -> NgError:

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
-from ng_cli.engines.weight_routes import is_loopback
+from ng_cli.engines.weight_routes import ADMIN_KEY_ENV, engine_admin_key, is_loopback, needs_admin_key
 from ng_cli.errors import ConfigError
 from tests.unit.engines.test_engine_plan import model_dir, plan
 
@@ -44,7 +45,6 @@ def test_a_tensor_push_adds_vllms_weight_transfer_config(tmp_path: Path) -> None
             {"vllm_serve_kwargs": {"load_format": "dummy"}},
             "load_format: dummy with weight_updates: true cannot be",
         ),
-        ({"engine_host": "0.0.0.0"}, "would put vLLM's admin routes"),
         ({"vllm_serve_kwargs": {"middleware": "x.Y"}}, "vllm_serve_kwargs.middleware is set by ng_run"),
     ],
 )
@@ -66,3 +66,37 @@ def test_loopback_hosts() -> None:
     assert is_loopback("::1")
     assert not is_loopback("0.0.0.0")
     assert not is_loopback("10.1.2.3")
+
+
+def test_an_engine_on_a_network_address_gets_its_own_admin_key_bound_to_its_url(tmp_path: Path) -> None:
+    """Issue 42: a network-facing engine takes updates; its admin routes open to a key only the
+    model server (which holds the secret) can derive, and only for that engine's URL."""
+    planned = plan(model_dir(tmp_path), devices=(), weight_updates=True, engine_host="0.0.0.0")
+    on_node = replace(planned.engines[0], host="10.0.0.3", port=8001)
+    env = planned.env_of(on_node, {ADMIN_KEY_ENV: "inherited"})
+    assert env[ADMIN_KEY_ENV] == engine_admin_key(planned.admin_secret, "http://10.0.0.3:8001")
+    assert env[ADMIN_KEY_ENV] not in (planned.api_key, planned.admin_secret)
+    moved = planned.env_of(replace(on_node, port=8002), {})
+    assert moved[ADMIN_KEY_ENV] != env[ADMIN_KEY_ENV]  # another URL, another key
+    on_loopback = planned.env_of(replace(on_node, host="127.0.0.1"), {ADMIN_KEY_ENV: "inherited"})
+    assert ADMIN_KEY_ENV not in on_loopback  # loopback keeps the engines' key on every route
+    overrides = planned.with_ports([8001], []).server_overrides()
+    assert overrides["engine_admin_secret"] == planned.admin_secret
+    assert planned.admin_secret not in repr(planned)
+    assert planned.admin_secret not in " ".join(on_node.argv())
+
+
+def test_no_admin_secret_without_updates(tmp_path: Path) -> None:
+    planned = plan(model_dir(tmp_path), devices=())
+    on_node = replace(planned.engines[0], host="10.0.0.3", port=8001)
+    assert ADMIN_KEY_ENV not in planned.env_of(on_node, {})
+    assert "engine_admin_secret" not in planned.with_ports([8001], []).server_overrides()
+
+
+def test_which_engines_need_their_own_admin_key() -> None:
+    assert needs_admin_key("http://10.0.0.3:8001")
+    assert needs_admin_key("http://[fd00::3]:8001")
+    assert not needs_admin_key("http://127.0.0.1:8001")
+    assert not needs_admin_key("http://localhost:8001")
+    with pytest.raises(ValueError, match="no admin secret"):
+        engine_admin_key("", "http://10.0.0.3:8001")

@@ -1,0 +1,66 @@
+"""Whether every engine's node sees a checkpoint as the model server does, asked before any pause.
+
+On one machine the engines read the path the model server checked. On a Ray cluster an engine on
+another node reads the same path on its own disk: shared storage shows it the same files, a
+directory only on the trainer's node shows it nothing (or an older copy). So before an update
+pauses anything, each engine on a network address lists what its node sees at the path (file
+names, sizes, each safetensors header's digest: `engines/engine_worker.checkpoint_sight`, one
+function on both sides) and any difference refuses the update, naming the engine and the file.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from ng_cli.engines.engine_worker import checkpoint_sight
+from ng_cli.engines.weight_routes import needs_admin_key
+from ng_cli.upstream.engine_admin import EngineAdmin, PhaseError
+
+__all__ = ["unseen"]
+
+
+async def unseen(path: str, engines: Sequence[EngineAdmin], *, deadline_s: float) -> dict[str, str]:
+    """Engine root URL -> how its node's view of `path` differs from this server's (none: all see it).
+
+    Engines on loopback share this machine's disk and are not asked."""
+    remote = [engine for engine in engines if needs_admin_key(engine.root_url)]
+    if not remote:
+        return {}
+    here = json.loads(await asyncio.to_thread(checkpoint_sight, path))
+    answers = await asyncio.gather(
+        *(engine.checkpoint_files(path, deadline_s=deadline_s) for engine in remote), return_exceptions=True
+    )
+    differences: dict[str, str] = {}
+    for engine, answer in zip(remote, answers, strict=True):
+        if isinstance(answer, PhaseError):
+            differences[engine.root_url] = f"could not ask it ({answer.reason})"
+            continue
+        if isinstance(answer, BaseException):
+            raise answer
+        for worker in answer:
+            difference = _difference(here, json.loads(worker))
+            if difference is not None:
+                differences[engine.root_url] = difference
+                break
+    return differences
+
+
+def _difference(here: dict[str, Any], there: dict[str, Any]) -> str | None:
+    if "" in here:  # this server cannot list it either: the checkpoint's own check speaks for it
+        return None
+    if "" in there:
+        return f"its node cannot read the directory: {there['']}"
+    missing = sorted(set(here) - set(there))
+    if missing:
+        return f"its node lacks {', '.join(missing[:3])}{' ...' if len(missing) > 3 else ''}"
+    for name in sorted(here):
+        size, digest = here[name]
+        other_size, other_digest = there[name]
+        if other_size != size:
+            return f"its node's {name} has {other_size} bytes, this server's {size}"
+        if other_digest != digest:
+            return f"its node's {name} has another safetensors header"
+    return None
