@@ -14,6 +14,9 @@ worker of the engine (each TP/PP/DP rank) gains these methods:
   and of its values weighted by position, so a permutation shows; computed on its device in
   chunks, so an 8B model costs milliseconds on a GPU, not a pass over 16 GB on the CPU). Equal fingerprints on every rank of an instance mean the ranks
   agree; after a rollback, the fingerprint from before the update means it really went back.
+* `ng_check_experts(weights_path, budget_bytes, seed)`: this rank's experts compared with what the
+  checkpoint's files hold for it (`expert_check.py`, imported by name beside this module): under
+  expert parallelism the ranks hold different experts, so their fingerprints cannot vouch for them.
 
 It runs inside the engine's interpreter (imported by module name from `engine_main.py`'s
 folder): torch and the standard library only, and nothing from ng_cli.
@@ -22,6 +25,8 @@ folder): torch and the standard library only, and nothing from ng_cli.
 from __future__ import annotations
 
 import hashlib
+import importlib
+import json
 import math
 from typing import Any
 
@@ -107,6 +112,16 @@ class WeightsExtension:
         if broken:
             return f"{_NON_FINITE}{len(broken)}:{', '.join(broken[:3])}"
         return f"{digest.hexdigest()} {_SHARED}{shared.hexdigest()}"
+
+    def ng_check_experts(self, weights_path: str, budget_bytes: int, seed: int = 0) -> str:
+        """JSON of how this rank's experts compare with the files in `weights_path`
+        (`expert_check.py`); raises naming the rank, layers and experts when they differ, so the
+        update fails even where vLLM returns only the first data-parallel rank's answer."""
+        check = importlib.import_module(f"{__package__}.expert_check" if __package__ else "expert_check")
+        model = self.model_runner.get_model()
+        return json.dumps(
+            check.check_experts(model, weights_path, budget_bytes=int(budget_bytes), seed=int(seed))
+        )
 
 
 _POSITIONS: dict[Any, Any] = {}

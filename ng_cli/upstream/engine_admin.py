@@ -9,13 +9,24 @@ return one answer per worker (TP/PP rank).
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Awaitable, Mapping
 from typing import Any, Literal, TypeVar
 
 from ng_cli.errors import NgError, UpstreamTimeoutError, UpstreamUnavailableError
 from ng_cli.servers.http import HttpClient, Timeouts
 
-__all__ = ["NON_FINITE", "SHARED", "EngineAdmin", "PauseMode", "PhaseError", "non_finite", "shared_part"]
+__all__ = [
+    "EXPERT_CHECK_BYTES",
+    "NON_FINITE",
+    "SHARED",
+    "EngineAdmin",
+    "PauseMode",
+    "PhaseError",
+    "expert_summary",
+    "non_finite",
+    "shared_part",
+]
 
 PauseMode = Literal["keep", "wait", "abort"]
 T = TypeVar("T")
@@ -23,6 +34,12 @@ T = TypeVar("T")
 NON_FINITE = "non-finite:"
 """How a worker's fingerprint starts when its weights hold NaN or infinite values, followed by the
 count and the first names (`engines/engine_worker.py` writes it: the engine imports nothing of ours)."""
+
+
+EXPERT_CHECK_BYTES = 1 << 30
+"""How many bytes of its experts each expert-parallel rank reads back from the files after an update
+from disk, to compare with what it holds: every expert of a small MoE, a sample rotated by version
+of a large one (a full check would read most of the checkpoint a second time)."""
 
 
 SHARED = "shared="
@@ -46,6 +63,17 @@ def non_finite(fingerprints: list[str]) -> str | None:
                 "a diverged training step? refused"
             )
     return None
+
+
+def expert_summary(engine: str, text: str) -> dict[str, Any]:
+    """One worker's `ng_check_experts` answer (JSON: counts, its EP rank, why it was not checked)."""
+    try:
+        summary = json.loads(text)
+    except ValueError:
+        summary = None
+    if not isinstance(summary, dict):
+        raise PhaseError(engine, "verify", f"its expert check answered {text[:200]!r}, not a JSON object")
+    return summary
 
 
 class PhaseError(NgError):
@@ -82,6 +110,16 @@ class EngineAdmin:
         body = {"method": "ng_weights_fingerprint", "timeout": deadline_s}
         answer = await self._phase("verify", self._post("/collective_rpc", body, deadline_s), deadline_s)
         return _per_worker(self.root_url, "verify", answer)
+
+    async def check_experts(
+        self, path: str, *, budget_bytes: int, seed: int, deadline_s: float
+    ) -> list[dict[str, Any]]:
+        """Each worker's experts compared with what the files at `path` hold for its rank
+        (`engines/expert_check.py`); a rank that differs fails the phase, naming layer and expert."""
+        kwargs = {"weights_path": path, "budget_bytes": budget_bytes, "seed": seed}
+        body = {"method": "ng_check_experts", "kwargs": kwargs, "timeout": deadline_s}
+        answer = await self._phase("verify", self._post("/collective_rpc", body, deadline_s), deadline_s)
+        return [expert_summary(self.root_url, text) for text in _per_worker(self.root_url, "verify", answer)]
 
     async def clear_kv_cache(self, *, deadline_s: float) -> None:
         """Zero every KV-cache block of every worker (no state of the old weights survives)."""

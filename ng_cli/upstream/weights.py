@@ -95,6 +95,7 @@ class WeightUpdater:
         disk_reason: str | None = None,
         push_reason: str | None = None,
         ranks_are_shards: bool = False,
+        expert_check_bytes: int | None = None,
         engine_headers: Callable[[str], Mapping[str, str]] | None = None,
     ) -> None:
         self.pool = pool
@@ -116,6 +117,10 @@ class WeightUpdater:
         self.ranks_are_shards = ranks_are_shards
         """The engines are the ranks of one expert-parallel group (external LB): each holds its own
         experts, so their fingerprints differ by design; each is checked against its own."""
+        self.expert_check_bytes = expert_check_bytes
+        """Under expert parallelism, each rank's experts are compared with the files after a load from
+        disk: all of them up to this many bytes per rank, a sample rotated by version above (None: not
+        compared; `engines/expert_check.py`)."""
         self._fingerprints: dict[str, list[str]] = {}
         """Every engine's fingerprint after the last update, by root URL."""
         self.last: dict[str, Any] | None = None
@@ -183,11 +188,14 @@ class WeightUpdater:
                     "reload", engines, lambda e: e.admin.reload(path, deadline_s=self.deadlines.reload_s)
                 )
                 self._verify(engines, fingerprints)
+                experts = await self._experts_match_files(engines, path, version)
             except PhaseError as error:
                 raise await self._rolled_back(error, version, engines) from None
             result = await self._finish(
                 engines, version, mode=mode, started=started, in_flight_at_pause=in_flight_at_pause
             )
+            if experts:
+                result["experts"] = experts
             self.path = str(checkpoint.path)
             self._remember(engines, fingerprints)
             result.update(path=self.path, bytes=checkpoint.total_bytes)
@@ -599,6 +607,25 @@ class WeightUpdater:
         if self.ranks_are_shards:
             return self._fingerprints.get(root_url)
         return self.fingerprint
+
+    async def _experts_match_files(
+        self, engines: list[PhaseEngine], path: str, version: int
+    ) -> dict[str, list[dict[str, Any]]]:
+        """Each rank's experts against what the files at `path` hold for it (its fingerprint is only
+        its own); a rank that differs fails verify, naming the layer and expert. Root URL -> each
+        worker's summary."""
+        budget = self.expert_check_bytes
+        if budget is None:
+            return {}
+        serving = live(engines)
+        checks = await self._all(
+            "verify",
+            serving,
+            lambda e: e.admin.check_experts(
+                path, budget_bytes=budget, seed=version, deadline_s=self.deadlines.reload_s
+            ),
+        )
+        return {e.endpoint.root_url: check for e, check in zip(serving, checks, strict=True)}
 
     def _verify(self, engines: list[PhaseEngine], fingerprints: Sequence[list[str]]) -> None:
         """Every engine's weights finite, and equal across engines (ranks that shard experts: each its own)."""

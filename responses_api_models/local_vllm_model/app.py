@@ -25,6 +25,7 @@ from ng_cli.engines.weight_routes import engine_admin_key, needs_admin_key
 from ng_cli.errors import ConfigError, NgError, UpstreamTimeoutError
 from ng_cli.model_server.vllm_server import VllmModelServer
 from ng_cli.upstream import VllmModelConfig
+from ng_cli.upstream.engine_admin import EXPERT_CHECK_BYTES
 from ng_cli.upstream.weights import WeightUpdater
 
 
@@ -72,6 +73,11 @@ class LocalVllmModel(VllmModelServer[LocalVllmModelConfig]):
             boot_path=boot,
             # external LB over one expert-parallel group: one endpoint per rank, each with its own experts
             engine_headers=self._engine_headers(),
+            # expert parallelism: each rank's experts compared with what the files hold for it
+            expert_check_bytes=EXPERT_CHECK_BYTES
+            if (config.expert_parallel_size or 1) > 1
+            or config.vllm_serve_kwargs.get("enable_expert_parallel") is True
+            else None,
             ranks_are_shards=config.data_parallel_mode == "external_lb"
             and (
                 (config.expert_parallel_size or 1) > 1

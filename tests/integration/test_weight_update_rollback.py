@@ -173,3 +173,29 @@ def test_expert_parallel_ranks_must_agree_on_their_non_expert_weights(tmp_path: 
         assert answer["error"]["engine"] == roots[1]
         assert "other than the experts'" in answer["error"]["message"]
         assert all(one.holds == str(good) and not one.paused for one in stand_ins)
+
+
+def test_an_expert_parallel_rank_whose_experts_differ_from_the_files_fails_and_goes_back(
+    tmp_path: Path,
+) -> None:
+    """Each rank's experts are compared with what the files hold for it after the load (its
+    fingerprint vouches only for itself): a rank that differs fails verify, named with the layer and
+    expert its worker reported, and every rank goes back; the update that passes lists each rank's
+    check."""
+    for stand_ins, roots, url in serve(
+        [StandIn(), StandIn(odd_fingerprint=True)], data_parallel_mode="external_lb", expert_parallel_size=2
+    ):
+        good = checkpoints.swapped(MODEL, tmp_path / "B", "Ġdegrees", "ĠElacas")
+        status, answer = admin(url, "/admin/weights/update", {"path": str(good), "version": 1})
+        assert status == 200, answer
+        assert answer["experts"] == {root: [{"checked": 8, "exact": 8, "unchecked": None}] for root in roots}
+        other = checkpoints.swapped(MODEL, tmp_path / "C", "It", "ĠCassul")
+        stand_ins[1].odd_experts_for = str(other)
+        status, answer = admin(url, "/admin/weights/update", {"path": str(other), "version": 2})
+        assert status == 409, answer
+        assert (answer["error"]["phase"], answer["error"]["engine"]) == ("verify", roots[1])
+        assert "EP rank 1 of 2" in answer["error"]["message"]
+        assert "model.layers.0.mlp.experts expert 9 (w13)" in answer["error"]["message"]
+        assert answer["error"]["rolled_back"] is True
+        assert all(one.holds == str(good) and not one.paused for one in stand_ins)
+        assert admin(url, "/admin/weights")[1]["version"] == 1

@@ -154,6 +154,7 @@ ENGINE_SIDE = frozenset(
     {
         "ng_cli.engines.engine_main",
         "ng_cli.engines.engine_worker",
+        "ng_cli.engines.expert_check",
         "ng_cli.toolchain.tiny_model",
         "ng_cli.toolchain.train_weather_model",
     }
