@@ -139,7 +139,7 @@ def _engine_versions(status: dict[str, Any], engines: list[dict[str, Any]]) -> s
             if version is not None
             else f"not serving (version {status['version']} when back)"
         )
-        lines += f"\n  {engine.get('name', root)} {root}{where}: {told}"
+        lines += f"\n  {engine.get('name', 'engine')} {root}{where}: {told}"
     return lines
 
 

@@ -21,6 +21,9 @@ from ng_cli.upstream.engine_admin import EngineAdmin, PhaseError
 
 __all__ = ["unseen"]
 
+_ANSWER_S = 5.0
+"""How long an engine that could not be asked has to answer `/health` before it counts as gone."""
+
 
 async def unseen(path: str, engines: Sequence[EngineAdmin], *, deadline_s: float) -> dict[str, str]:
     """Engine root URL -> how its node's view of `path` differs from this server's (none: all see it).
@@ -36,8 +39,9 @@ async def unseen(path: str, engines: Sequence[EngineAdmin], *, deadline_s: float
     differences: dict[str, str] = {}
     for engine, answer in zip(remote, answers, strict=True):
         if isinstance(answer, PhaseError):
-            differences[engine.root_url] = f"could not ask it ({answer.reason})"
-            continue
+            if await engine.answers(deadline_s=_ANSWER_S):
+                differences[engine.root_url] = f"could not ask it ({answer.reason})"
+            continue  # gone (its node lost): the update's pause finds it lost and goes on without it
         if isinstance(answer, BaseException):
             raise answer
         for worker in answer:
