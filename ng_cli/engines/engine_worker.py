@@ -61,6 +61,25 @@ class WeightsExtension:
         with the model server's view before an update pauses anything)."""
         return checkpoint_sight(weights_path)
 
+    def ng_apply_delta(self, path: str, resident: list[str]) -> str:
+        """Apply the weights delta at `path` (`delta_apply.py`) onto `resident`, the full checkpoint this
+        worker holds then the deltas applied since; the tied embeddings tied again, as after a
+        reload. Returns the fingerprint after it."""
+        import sys
+
+        from delta_apply import apply_delta  # type: ignore[import-not-found]  # beside this module in the engine
+
+        model = self.model_runner.get_model()
+        how = apply_delta(
+            model,
+            path,
+            resident,
+            lambda weights: self.reload_weights(weights_iterator=weights),  # type: ignore[attr-defined]
+        )
+        _tie_embeddings(model)
+        print(f"ng_cli: weights delta {path} applied ({how})", file=sys.stderr, flush=True)
+        return self.ng_weights_fingerprint()
+
     def ng_clear_kv_cache(self) -> int:
         """Zero every KV-cache block; the elements zeroed. Resetting the prefix cache drops the blocks'
         hashes, not their contents: after weights that made NaN or inf activations, those stayed in

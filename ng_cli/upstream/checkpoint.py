@@ -125,13 +125,17 @@ class CheckpointGate:
 
     def _read_both(self, path: str, reference: str | None) -> tuple[Checkpoint, Checkpoint]:
         checkpoint = Checkpoint.read(path)
+        return checkpoint, self.model(reference)
+
+    def model(self, reference: str | None) -> Checkpoint:
+        """The headers of the checkpoint the model started from (`reference` read the first time; blocking)."""
         if self._reference is None:
             if reference is None:
                 raise CheckpointError(
                     "no checkpoint on disk to compare with (the engines' weights were pushed)"
                 )
             self._reference = Checkpoint.read(reference)
-        return checkpoint, self._reference
+        return self._reference
 
     async def _in_time(self, path: str, read: Callable[[], T]) -> T:
         try:

@@ -44,6 +44,8 @@ from ng_cli.servers.http import HttpClient
 from ng_cli.upstream.checkpoint import Checkpoint, CheckpointError, CheckpointGate
 from ng_cli.upstream.checkpoint_sight import unseen
 from ng_cli.upstream.config import WeightUpdateDeadlines
+from ng_cli.upstream.delta import Delta, is_delta
+from ng_cli.upstream.delta_chain import DeltaChain
 from ng_cli.upstream.engine_admin import EngineAdmin, PauseMode, PhaseError, non_finite, shared_part
 from ng_cli.upstream.operations import Operations
 from ng_cli.upstream.pool import Endpoint, EndpointPool
@@ -128,6 +130,8 @@ class WeightUpdater:
         self.held_out: dict[str, str] = {}
         """Root URL -> why that engine is out of the pool with weights nobody can vouch for."""
         self.checkpoints = CheckpointGate(check_s=deadlines.check_s)
+        self.chain = DeltaChain(check_s=deadlines.check_s, digest_s=deadlines.reload_s)
+        """The weights deltas applied since `path` (rollback and restore re-apply them)."""
         self._lock = asyncio.Lock()
         self._push: _Push | None = None
         self._sleeping: asyncio.TimerHandle | None = None
@@ -138,6 +142,7 @@ class WeightUpdater:
         return {
             "version": self.versions.version,
             "path": self.path,
+            "deltas": list(self.chain.deltas),
             "admitting": self.versions.is_admitting,
             "in_flight": len(self.versions.in_flight()),
             "updating": self._lock.locked(),
@@ -177,18 +182,24 @@ class WeightUpdater:
         self._refuse_if_busy()
         async with self._lock:
             self._check_version(version)
-            checkpoint = await self._checked_checkpoint(path)
+            delta = await self._checked_delta(path) if is_delta(path) else None
+            checkpoint = await self._checked_checkpoint(path) if delta is None else delta
             engines = self._engines()
             await self._seen_everywhere(path, engines)
             started = time.perf_counter()
             self.versions.close()
             try:
                 in_flight_at_pause = await self._pause(engines, mode)
+                resident = self.chain.resident(self.path)
                 fingerprints = await self._all(
-                    "reload", engines, lambda e: e.admin.reload(path, deadline_s=self.deadlines.reload_s)
+                    "reload",
+                    engines,
+                    lambda e: e.admin.reload(path, deadline_s=self.deadlines.reload_s)
+                    if delta is None
+                    else e.admin.apply_delta(path, resident, deadline_s=self.deadlines.reload_s),
                 )
                 self._verify(engines, fingerprints)
-                experts = await self._experts_match_files(engines, path, version)
+                experts = await self._experts_match_files(engines, path, version) if delta is None else {}
             except PhaseError as error:
                 raise await self._rolled_back(error, version, engines) from None
             result = await self._finish(
@@ -196,9 +207,13 @@ class WeightUpdater:
             )
             if experts:
                 result["experts"] = experts
-            self.path = str(checkpoint.path)
+            if delta is None:
+                self.path = str(checkpoint.path)
+                self.chain.loaded_full()
+            else:
+                self.chain.applied(delta)
             self._remember(engines, fingerprints)
-            result.update(path=self.path, bytes=checkpoint.total_bytes)
+            result.update(path=str(checkpoint.path), bytes=checkpoint.total_bytes, deltas=list(self.chain.deltas))
             self.last = result
             return result
 
@@ -226,7 +241,7 @@ class WeightUpdater:
         try:
             if self.path != self.boot_path or self.versions.version != 0:
                 await self._still_there(endpoint.root_url, "restore")
-                fingerprint = await admin.reload(self.path, deadline_s=self.deadlines.reload_s)
+                fingerprint = await self.chain.load(admin, self.path, deadline_s=self.deadlines.reload_s)
                 expected = self._expected(endpoint.root_url)
                 if expected is not None and fingerprint != expected:
                     return f"its weights after loading version {self.versions.version} differ from the other engines'"
@@ -322,6 +337,7 @@ class WeightUpdater:
                 engines, push.version, mode=push.mode, started=push.started, in_flight_at_pause=push.in_flight
             )
             self.path = None
+            self.chain.loaded_full()
             self._remember(engines, fingerprints)
             self.last = result
             return result
@@ -467,6 +483,21 @@ class WeightUpdater:
                 version=self.versions.version,
             ) from None
 
+    async def _checked_delta(self, path: str) -> Delta:
+        """The delta at `path`, if it fits the model and its base is the weights the engines hold."""
+        if self.disk_reason is not None:
+            raise WeightUpdateError(self.disk_reason, phase="check", version=self.versions.version)
+        try:
+            return await self.chain.checked(
+                path, full=self.path, model=lambda: self.checkpoints.model(self.path or self.boot_path)
+            )
+        except CheckpointError as error:
+            raise WeightUpdateError(
+                f"refused before any engine was touched: {error.message}",
+                phase="check",
+                version=self.versions.version,
+            ) from None
+
     async def _seen_everywhere(self, path: str, engines: list[PhaseEngine]) -> None:
         """Refused before any pause when an engine's node does not see `path` as this server does."""
         differences = await unseen(path, [e.admin for e in engines], deadline_s=self.deadlines.check_s)
@@ -487,6 +518,7 @@ class WeightUpdater:
         assert self.path is not None
         try:
             await self.checkpoints.readable(self.path)
+            await self.chain.readable()
         except CheckpointError as error:
             raise PhaseError(
                 engine, phase, f"the checkpoint of version {self.versions.version} is gone: {error.message}"
@@ -675,7 +707,7 @@ class WeightUpdater:
             try:
                 if self.path is not None:
                     await self._still_there(engine.endpoint.root_url, "rollback")
-                    fingerprint = await engine.admin.reload(self.path, deadline_s=self.deadlines.reload_s)
+                    fingerprint = await self.chain.load(engine.admin, self.path, deadline_s=self.deadlines.reload_s)
                     expected = self._expected(engine.endpoint.root_url)
                     if expected is not None and fingerprint != expected:
                         raise PhaseError(

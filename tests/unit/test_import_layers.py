@@ -152,6 +152,7 @@ def test_ng_cli_imports_no_server_implementation_test_or_bench() -> None:
 
 ENGINE_SIDE = frozenset(
     {
+        "ng_cli.engines.delta_apply",
         "ng_cli.engines.engine_main",
         "ng_cli.engines.engine_worker",
         "ng_cli.engines.expert_check",
