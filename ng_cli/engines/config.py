@@ -67,16 +67,16 @@ class LocalVllmModelConfig(VllmModelConfig):
 
     weight_updates: bool = False
     """Engines that take new weights mid-run (`ng_update_weights`, docs/training.md): vLLM's admin
-    routes on, behind the engines' key on every route; an engine on a network address (a Ray
-    node's) takes its own admin key there, which only the model server can derive."""
+    routes on, behind the engines' key on every route; reached on a network address (a Ray
+    node's), they take the engine's own admin key, which only the model server can derive."""
     weight_transfer: WeightTransfer = "none"
     """Also let a trainer push tensors itself (vLLM's `--weight-transfer-config` backend):
     `nccl` or `ipc`. With it, `load_format: dummy` is allowed (disk reloads are then refused)."""
     weight_update_deadlines: WeightUpdateDeadlines = WeightUpdateDeadlines()
     """Per-phase deadlines of an update, per engine."""
     engine_admin_secret: SecretStr = SecretStr("")
-    """Set by ng_run (never by hand): what the admin key of each engine on a network address is
-    derived from (docs/ray.md, "Weight updates on a cluster"); empty: the engines' key."""
+    """Set by ng_run (never by hand): what each engine's admin key is derived from (docs/ray.md,
+    "Weight updates on a cluster"); empty: the engines' key."""
 
     @field_validator("engine_ports")
     @classmethod

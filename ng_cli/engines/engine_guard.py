@@ -5,10 +5,13 @@ the development routes that `weight_updates: true` turns on (`/pause`, `/collect
 `/sleep`, `/start_weight_update`, ...) would answer anyone who reaches the port. ng_run passes
 this class to vLLM's own `--middleware` option, so every route but `/health` needs the key.
 
-An engine that faces a network (a Ray node's address) also has its own admin key in
-`NG_ENGINE_ADMIN_KEY` (`weight_routes.engine_admin_key`): then the engines' key opens only the
-inference routes (`INFERENCE_PATHS`), and every other route, vLLM's admin routes first, takes the
-admin key alone. An allow-list, so a development route a later vLLM adds is closed too.
+An engine ng_run starts also has its own admin key in `NG_ENGINE_ADMIN_KEY`
+(`weight_routes.engine_admin_key`), which opens every route. A request that reaches the engine on
+a network address (not loopback: a Ray node's address, or `engine_host: 0.0.0.0` reached from
+elsewhere) with the engines' key gets the inference routes only (`INFERENCE_PATHS`): every other
+route, vLLM's admin routes first, takes the admin key alone. Decided by the address the request
+arrived at (ASGI's `server`), so a port on a network address never opens an admin route to the
+engines' key. An allow-list, so a development route a later vLLM adds is closed too.
 
 It runs inside the engine's interpreter (imported by module name from `engine_main.py`'s
 folder, which is first on that interpreter's path): Starlette and the standard library only.
@@ -38,8 +41,9 @@ ASGIApp = Callable[[Scope, Callable[..., Awaitable[Any]], Callable[..., Awaitabl
 
 
 class KeyOnEveryRoute:
-    """Answers 401 to any HTTP request without `Authorization: Bearer $VLLM_API_KEY` (inference
-    routes) or `Bearer $NG_ENGINE_ADMIN_KEY` (every route, when set; else the engines' key)."""
+    """Answers 401 to any HTTP request without `Authorization: Bearer $NG_ENGINE_ADMIN_KEY` (every
+    route) or `Bearer $VLLM_API_KEY` (every route on loopback or without an admin key; else the
+    inference routes only)."""
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
@@ -82,8 +86,15 @@ class KeyOnEveryRoute:
         if hmac.compare_digest(digest, self._admin_digest):
             return True
         path = str(scope["path"])
-        inference = path in INFERENCE_PATHS or path.startswith(INFERENCE_PREFIXES)
-        return inference and hmac.compare_digest(digest, self._digest)
+        opened = path in INFERENCE_PATHS or path.startswith(INFERENCE_PREFIXES) or _on_loopback(scope)
+        return opened and hmac.compare_digest(digest, self._digest)
+
+
+def _on_loopback(scope: Scope) -> bool:
+    """The request arrived at a loopback address of this machine (only its own processes reach it)."""
+    server = scope.get("server")
+    host = str(server[0]) if server else ""
+    return host == "::1" or host.startswith("127.") or host.startswith("::ffff:127.")
 
 
 def _bearer(scope: Scope) -> str | None:

@@ -33,7 +33,6 @@ from ng_cli.engines.weight_routes import (
     ADMIN_KEY_ENV,
     DEV_MODE_ENV,
     engine_admin_key,
-    needs_admin_key,
     weight_update_kwargs,
 )
 
@@ -174,7 +173,7 @@ class InstanceEngines:
     weight_updates: bool = False
     """The engines take new weights (their admin routes are on; the model server's too)."""
     admin_secret: str = field(repr=False, default="")
-    """With weight_updates: what each network-facing engine's admin key is derived from
+    """With weight_updates: what each engine's admin key is derived from
     (`weight_routes.engine_admin_key`); the model server gets it in its 0600 spec file."""
     endpoint_file: str | None = None
     """On Ray: the file ng_run keeps listing the engines' URLs in, which the model server follows
@@ -189,7 +188,7 @@ class InstanceEngines:
         env.update(self.secret_env)
         env["VLLM_API_KEY"] = self.api_key
         env.pop(ADMIN_KEY_ENV, None)
-        if self.weight_updates and self.admin_secret and needs_admin_key(engine.root_url):
+        if self.weight_updates and self.admin_secret and engine.port:
             env[ADMIN_KEY_ENV] = engine_admin_key(self.admin_secret, engine.root_url)
         return env
 

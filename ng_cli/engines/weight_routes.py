@@ -9,13 +9,14 @@ key only under `/v1`. So an engine that takes updates also gets:
   tied, and the weights' fingerprint the update verifies with;
 * `--weight-transfer-config {"backend": ...}` when a trainer pushes tensors (`weight_transfer`).
 
-An engine that listens on a network address (a Ray node's, or a non-loopback `engine_host`)
-gets its own admin key as well (`ADMIN_KEY_ENV`): HMAC-SHA256 of the instance's admin secret and
-the engine's root URL. The guard then opens the admin routes to that key only; the engines' key
-(which the trainer, agents and `ng_update_weights` hold) opens the inference routes alone. Only
-ng_run and the model server hold the secret (its 0600 spec file), so only the model server can
-derive a key, and an engine's key opens no other engine (docs/ray.md, "Weight updates on a
-cluster", says why this and not a relay).
+Each engine ng_run starts gets its own admin key as well (`ADMIN_KEY_ENV`): HMAC-SHA256 of the
+instance's admin secret and the engine's root URL. The guard opens every route to that key; the
+engines' key (which the trainer, agents and `ng_update_weights` hold) opens only the inference
+routes to a request that arrives on a network address (a Ray node's, or `engine_host: 0.0.0.0`
+reached from elsewhere), and every route on loopback, as before. Only ng_run and the model server
+hold the secret (its 0600 spec file), so only the model server can derive a key, and an engine's
+key opens no other engine (docs/ray.md, "Weight updates on a cluster", says why this and not a
+relay).
 
 Refused before anything starts (ConfigError naming the key): `load_format: dummy` without a
 tensor push (vLLM cannot reload a dummy-loaded model from disk: "NotImplementedError: Model
@@ -42,13 +43,13 @@ __all__ = [
     "DEV_MODE_ENV",
     "engine_admin_key",
     "is_loopback",
-    "needs_admin_key",
+    "is_remote",
     "weight_update_kwargs",
 ]
 
 DEV_MODE_ENV = {"VLLM_SERVER_DEV_MODE": "1"}
 ADMIN_KEY_ENV = "NG_ENGINE_ADMIN_KEY"
-"""The engine's own admin key (`engine_guard` reads it); set only where `needs_admin_key`."""
+"""The engine's own admin key (`engine_guard` reads it)."""
 _OURS = ("middleware", "worker_extension_cls", "weight_transfer_config")
 
 
@@ -62,8 +63,8 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-def needs_admin_key(root_url: str) -> bool:
-    """An engine at `root_url` faces a network: its admin routes take its own key, not the engines'."""
+def is_remote(root_url: str) -> bool:
+    """An engine at `root_url` is reached over a network (another node, perhaps another disk)."""
     return not is_loopback(urllib.parse.urlsplit(root_url).hostname or "")
 
 

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ng_cli.engines.engine_worker import checkpoint_sight
-from ng_cli.engines.weight_routes import needs_admin_key
+from ng_cli.engines.weight_routes import is_remote
 from ng_cli.upstream.engine_admin import EngineAdmin, PhaseError
 
 __all__ = ["unseen"]
@@ -29,7 +29,7 @@ async def unseen(path: str, engines: Sequence[EngineAdmin], *, deadline_s: float
     """Engine root URL -> how its node's view of `path` differs from this server's (none: all see it).
 
     Engines on loopback share this machine's disk and are not asked."""
-    remote = [engine for engine in engines if needs_admin_key(engine.root_url)]
+    remote = [engine for engine in engines if is_remote(engine.root_url)]
     if not remote:
         return {}
     here = json.loads(await asyncio.to_thread(checkpoint_sight, path))

@@ -21,7 +21,7 @@ from typing_extensions import override
 from ng_cli.engines.config import LocalVllmModelConfig
 from ng_cli.engines.model_info import resolve_model_dir
 from ng_cli.engines.quirks import ASYNC_TIMEOUT_ENV, SampleTimeoutError, sample_timeout_s
-from ng_cli.engines.weight_routes import engine_admin_key, needs_admin_key
+from ng_cli.engines.weight_routes import engine_admin_key
 from ng_cli.errors import ConfigError, NgError, UpstreamTimeoutError
 from ng_cli.model_server.vllm_server import VllmModelServer
 from ng_cli.upstream import VllmModelConfig
@@ -100,15 +100,13 @@ class LocalVllmModel(VllmModelServer[LocalVllmModelConfig]):
         )
 
     def _engine_headers(self) -> Callable[[str], Mapping[str, str]] | None:
-        """Each engine's admin headers: its own key where it faces a network (ng_run's secret)."""
+        """Each engine's admin headers: its own admin key, from ng_run's secret (none: the engines' key)."""
         secret = self.config.engine_admin_secret.get_secret_value()
         if not secret:
             return None
         headers = dict(self.upstream.client.headers)
 
         def of(root_url: str) -> Mapping[str, str]:
-            if not needs_admin_key(root_url):
-                return headers
             return {**headers, "Authorization": f"Bearer {engine_admin_key(secret, root_url)}"}
 
         return of

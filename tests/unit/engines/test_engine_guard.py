@@ -16,8 +16,9 @@ ADMIN_ROUTES = ("/pause", "/resume", "/collective_rpc", "/sleep", "/wake_up", "/
 INFERENCE_ROUTES = ("/v1/chat/completions", "/v1/models", "/tokenize", "/metrics")
 
 
-def status_of(guard: KeyOnEveryRoute, path: str, key: str | None) -> int:
-    """The status the guarded app answers `path` with, sent with `key` (None: no Authorization)."""
+def status_of(guard: KeyOnEveryRoute, path: str, key: str | None, *, at: str = "10.0.0.3") -> int:
+    """The status the guarded app answers `path` with, sent with `key` (None: no Authorization) to
+    the engine's address `at`."""
     sent: list[dict[str, Any]] = []
     headers = [(b"authorization", f"Bearer {key}".encode())] if key is not None else []
 
@@ -27,7 +28,8 @@ def status_of(guard: KeyOnEveryRoute, path: str, key: str | None) -> int:
     async def receive() -> dict[str, Any]:
         return {"type": "http.request", "body": b""}
 
-    asyncio.run(guard({"type": "http", "path": path, "headers": headers}, receive, send))
+    scope = {"type": "http", "path": path, "headers": headers, "server": (at, 8001)}
+    asyncio.run(guard(scope, receive, send))
     return int(sent[0]["status"])
 
 
@@ -51,6 +53,9 @@ def test_with_an_admin_key_the_engines_key_opens_only_inference_routes(
         assert status_of(guard, route, None) == 401
         assert status_of(guard, route, ENGINES_KEY) == 200
     assert status_of(guard, "/health", None) == 200
+    for at in ("127.0.0.1", "::1"):  # on loopback (only this machine): every route, as before
+        assert status_of(guard, "/collective_rpc", ENGINES_KEY, at=at) == 200
+        assert status_of(guard, "/collective_rpc", None, at=at) == 401
 
 
 def test_without_an_admin_key_the_engines_key_opens_every_route(monkeypatch: pytest.MonkeyPatch) -> None:

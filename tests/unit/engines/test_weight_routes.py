@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from ng_cli.engines.weight_routes import ADMIN_KEY_ENV, engine_admin_key, is_loopback, needs_admin_key
+from ng_cli.engines.weight_routes import ADMIN_KEY_ENV, engine_admin_key, is_loopback, is_remote
 from ng_cli.errors import ConfigError
 from tests.unit.engines.test_engine_plan import model_dir, plan
 
@@ -68,9 +68,9 @@ def test_loopback_hosts() -> None:
     assert not is_loopback("10.1.2.3")
 
 
-def test_an_engine_on_a_network_address_gets_its_own_admin_key_bound_to_its_url(tmp_path: Path) -> None:
-    """Issue 42: a network-facing engine takes updates; its admin routes open to a key only the
-    model server (which holds the secret) can derive, and only for that engine's URL."""
+def test_each_engine_gets_its_own_admin_key_bound_to_its_url(tmp_path: Path) -> None:
+    """Issue 42: an engine on any node takes updates; its admin routes open to a key only the model
+    server (which holds the secret) can derive, and only for that engine's URL."""
     planned = plan(model_dir(tmp_path), devices=(), weight_updates=True, engine_host="0.0.0.0")
     on_node = replace(planned.engines[0], host="10.0.0.3", port=8001)
     env = planned.env_of(on_node, {ADMIN_KEY_ENV: "inherited"})
@@ -78,8 +78,8 @@ def test_an_engine_on_a_network_address_gets_its_own_admin_key_bound_to_its_url(
     assert env[ADMIN_KEY_ENV] not in (planned.api_key, planned.admin_secret)
     moved = planned.env_of(replace(on_node, port=8002), {})
     assert moved[ADMIN_KEY_ENV] != env[ADMIN_KEY_ENV]  # another URL, another key
-    on_loopback = planned.env_of(replace(on_node, host="127.0.0.1"), {ADMIN_KEY_ENV: "inherited"})
-    assert ADMIN_KEY_ENV not in on_loopback  # loopback keeps the engines' key on every route
+    everywhere = planned.env_of(replace(on_node, host="0.0.0.0"), {})  # called at 127.0.0.1
+    assert everywhere[ADMIN_KEY_ENV] == engine_admin_key(planned.admin_secret, "http://127.0.0.1:8001")
     overrides = planned.with_ports([8001], []).server_overrides()
     assert overrides["engine_admin_secret"] == planned.admin_secret
     assert planned.admin_secret not in repr(planned)
@@ -93,10 +93,10 @@ def test_no_admin_secret_without_updates(tmp_path: Path) -> None:
     assert "engine_admin_secret" not in planned.with_ports([8001], []).server_overrides()
 
 
-def test_which_engines_need_their_own_admin_key() -> None:
-    assert needs_admin_key("http://10.0.0.3:8001")
-    assert needs_admin_key("http://[fd00::3]:8001")
-    assert not needs_admin_key("http://127.0.0.1:8001")
-    assert not needs_admin_key("http://localhost:8001")
+def test_which_engines_are_remote() -> None:
+    assert is_remote("http://10.0.0.3:8001")
+    assert is_remote("http://[fd00::3]:8001")
+    assert not is_remote("http://127.0.0.1:8001")
+    assert not is_remote("http://localhost:8001")
     with pytest.raises(ValueError, match="no admin secret"):
         engine_admin_key("", "http://10.0.0.3:8001")
