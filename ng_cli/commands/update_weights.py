@@ -33,7 +33,8 @@ class UpdateWeightsOptions(CommandOptions):
     """One update from a checkpoint directory."""
 
     path: str = Field(min_length=1)
-    """The checkpoint directory (absolute: the engines read it themselves)."""
+    """The checkpoint directory (absolute: the engines read it themselves), or a weights delta
+    directory (`ng_delta.json`: only what changed since the weights served now; docs/training.md)."""
     version: StrictInt = Field(ge=1, le=MAX_VERSION)
     """The weight version it becomes (an integer: `1e3` or `true` is refused); versions only go up."""
     mode: Literal["keep", "wait", "abort"] = "keep"
