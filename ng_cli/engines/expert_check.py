@@ -56,6 +56,7 @@ def check_experts(model: Any, weights_path: str, *, budget_bytes: int, seed: int
     plans = [(_prefix(name, layer), layer, held_experts(layer)) for name, layer in layers]
     per_expert = max(_slot_bytes(layer) for _, layer, _ in plans)
     result["held"] = sum(len(experts) for _, _, experts in plans)
+    result["held_ids"] = [expert for expert, _ in plans[0][2]]  # the first layer's: placement is per rank
     result["sampled"] = result["held"] * per_expert > budget_bytes
     take = max(1, budget_bytes // max(1, per_expert * len(plans)))
     reader = _Reader(Path(weights_path))

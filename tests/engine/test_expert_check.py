@@ -133,6 +133,7 @@ def test_each_rank_is_checked_against_its_own_experts_in_the_files(tmp_path: Pat
     rank1 = got["rank1"]
     assert (rank1["layers"], rank1["held"], rank1["checked"], rank1["exact"]) == (2, 4, 4, 4)
     assert (rank1["ep_rank"], rank1["ep_size"], rank1["sampled"], rank1["unchecked"]) == (1, 2, False, None)
+    assert rank1["held_ids"] == [2, 3]
     assert rank1["bytes_read"] == 4 * 3 * 6 * 8 * 4  # its 2 experts x 2 layers, 3 float32 [6, 8] each
     assert got["rank1_sharded"]["exact"] == 4  # through model.safetensors.index.json
 
