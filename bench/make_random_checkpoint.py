@@ -19,8 +19,16 @@ Two seeds give two checkpoints of the same shapes and different values (A and B 
 `bench/weight_update_8b.py`). Every file is read back with `safetensors.safe_open`: names,
 shapes, dtype, and one tensor's values.
 
+With `--changed-from A --fraction F --delta-out D` it writes instead B' = A with a fraction F of
+every tensor's elements changed (x * 1.0625 + 0.001 in the tensor's dtype, drawn per tensor),
+sharded and named as A, and the weights delta from A to B' at D in ng_cli's format
+(`ng_cli/upstream/delta.py`: `ng_delta.json` with both checkpoints' content digests, element
+patches `<name>:indices` / `<name>:values`, a tensor stored whole where that is smaller): what an
+RL step's few changed bf16 values look like, for `bench/weight_delta.py`.
+
 Runs under any python with torch (CUDA when there is a GPU, else CPU, slowly) and safetensors;
-imports nothing from ng_cli.
+imports nothing from ng_cli (the delta format is written here; ng_cli's model server reads and
+checks it before any engine pauses).
 """
 
 from __future__ import annotations
@@ -257,22 +265,151 @@ def check(config_dir: Path, out: Path, *, std: float) -> dict[str, Any]:
     }
 
 
+SAFETENSORS_DTYPES = {"bfloat16": "BF16", "float16": "F16", "float32": "F32", "float64": "F64"}
+
+
+def _sha256(tensor: Any) -> str:
+    import hashlib
+
+    return hashlib.sha256(tensor.contiguous().reshape(-1).view(torch_uint8()).numpy()).hexdigest()
+
+
+def torch_uint8() -> Any:
+    import torch
+
+    return torch.uint8
+
+
+def _digest(lines: dict[str, str]) -> str:
+    """`ng_cli.upstream.delta.checkpoint_digest` from each tensor's line (name, dtype, shape, sha256)."""
+    import hashlib
+
+    combined = hashlib.sha256()
+    for name in sorted(lines):
+        combined.update(lines[name].encode())
+    return combined.hexdigest()
+
+
+def write_changed(base: Path, out: Path, delta_out: Path, *, fraction: float, seed: int) -> dict[str, Any]:
+    """B' = `base` with `fraction` of each tensor's elements changed, at `out`; the delta at `delta_out`."""
+    import torch
+    from safetensors import safe_open
+    from safetensors.torch import save_file
+
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    generator = torch.Generator(device=device)
+    generator.manual_seed(seed)
+    for folder in (out, delta_out):
+        folder.mkdir(parents=True, exist_ok=True)
+        for old in [*folder.glob("*.safetensors"), *folder.glob("ng_delta.json")]:
+            old.unlink()
+    started = time.perf_counter()
+    base_lines: dict[str, str] = {}
+    new_lines: dict[str, str] = {}
+    delta: dict[str, Any] = {}
+    manifest: dict[str, Any] = {}
+    changed = elements = 0
+    for file in sorted(base.glob("*.safetensors")):
+        tensors = {}
+        with safe_open(str(file), framework="pt") as handle:
+            for name in handle.keys():  # noqa: SIM118 - a safe_open handle is not iterable
+                old = handle.get_tensor(name)
+                dtype = SAFETENSORS_DTYPES[str(old.dtype).removeprefix("torch.")]
+                shape = list(old.shape)
+                base_lines[name] = f"{name}\0{dtype}\0{','.join(map(str, shape))}\0{_sha256(old)}\n"
+                flat = old.to(device).reshape(-1)
+                picked = torch.rand(flat.numel(), generator=generator, device=device) < fraction
+                new = torch.where(picked, (flat.float() * 1.0625 + 1e-3).to(flat.dtype), flat)
+                bits = {1: torch.int8, 2: torch.int16, 4: torch.int32, 8: torch.int64}[flat.element_size()]
+                indices = (new.view(bits) != flat.view(bits)).nonzero().reshape(-1)
+                tensors[name] = new.reshape(old.shape).cpu()
+                new_lines[name] = f"{name}\0{dtype}\0{','.join(map(str, shape))}\0{_sha256(tensors[name])}\n"
+                elements += flat.numel()
+                changed += indices.numel()
+                if not indices.numel():
+                    continue
+                index_torch = torch.int32 if flat.numel() < 2**31 else torch.int64
+                if (
+                    indices.numel() * (flat.element_size() + index_torch.itemsize)
+                    >= flat.numel() * flat.element_size()
+                ):
+                    delta[name] = tensors[name]
+                    manifest[name] = {"kind": "whole", "dtype": dtype, "shape": shape}
+                else:
+                    delta[f"{name}:indices"] = indices.to(index_torch).cpu()
+                    delta[f"{name}:values"] = new[indices].cpu()
+                    manifest[name] = {
+                        "kind": "elements",
+                        "dtype": dtype,
+                        "shape": shape,
+                        "count": indices.numel(),
+                    }
+        save_file(tensors, str(out / file.name), metadata={"format": "pt"})
+        print(f"  {file.name}: {len(tensors)} tensors changed at {fraction:g}", flush=True)
+    for name in (*COPIED, "model.safetensors.index.json"):
+        if (base / name).is_file():
+            shutil.copyfile(base / name, out / name)
+    save_file(delta, str(delta_out / "delta.safetensors"), metadata={"format": "ng_cli.weights_delta"})
+    base_sha256, result_sha256 = _digest(base_lines), _digest(new_lines)
+    body = {
+        "format": "ng_cli.weights_delta",
+        "format_version": 1,
+        "base": {"sha256": base_sha256},
+        "result": {"sha256": result_sha256},
+        "tensors": manifest,
+    }
+    (delta_out / "ng_delta.json").write_text(json.dumps(body, indent=1) + "\n")
+    delta_bytes = sum(path.stat().st_size for path in delta_out.iterdir())
+    full_bytes = sum(path.stat().st_size for path in out.glob("*.safetensors"))
+    return {
+        "out": str(out),
+        "delta": str(delta_out),
+        "fraction": fraction,
+        "elements_changed": changed,
+        "elements": elements,
+        "tensors_whole": sum(entry["kind"] == "whole" for entry in manifest.values()),
+        "tensors_patched": sum(entry["kind"] == "elements" for entry in manifest.values()),
+        "delta_bytes": delta_bytes,
+        "checkpoint_bytes": full_bytes,
+        "delta_share": round(delta_bytes / full_bytes, 4),
+        "base_sha256": base_sha256,
+        "result_sha256": result_sha256,
+        "device": device,
+        "seconds": round(time.perf_counter() - started, 2),
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
         "--config-dir",
         type=Path,
-        required=True,
         help="tiny_model.py --arch llama3-8b (or --experts N) output",
     )
+    parser.add_argument(
+        "--changed-from", type=Path, help="write B' = this checkpoint with --fraction changed"
+    )
+    parser.add_argument(
+        "--fraction", type=float, default=0.02, help="with --changed-from: of each tensor's elements"
+    )
+    parser.add_argument("--delta-out", type=Path, help="with --changed-from: where the delta goes")
     parser.add_argument("--out", type=Path, required=True)
-    parser.add_argument("--seed", type=int, required=True)
+    parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--std", type=float, default=0.02)
     parser.add_argument("--shard-gb", type=float, default=4.0)
     parser.add_argument("--report", type=Path, help="append the result as a JSON line here")
     args = parser.parse_args(argv)
-    result = write(args.config_dir, args.out, seed=args.seed, std=args.std, shard_gb=args.shard_gb)
-    result.update(check(args.config_dir, args.out, std=args.std))
+    if args.changed_from is not None:
+        if args.delta_out is None:
+            parser.error("--changed-from needs --delta-out")
+        result = write_changed(
+            args.changed_from, args.out, args.delta_out, fraction=args.fraction, seed=args.seed
+        )
+    elif args.config_dir is None:
+        parser.error("give --config-dir (a random checkpoint) or --changed-from (B' and its delta)")
+    else:
+        result = write(args.config_dir, args.out, seed=args.seed, std=args.std, shard_gb=args.shard_gb)
+        result.update(check(args.config_dir, args.out, std=args.std))
     line = json.dumps(result)
     print(line, flush=True)
     if args.report:
