@@ -2,7 +2,8 @@
 
     <engine python> bench/moe_dp_ep.py --mode internal_lb|external_lb \
         --checkpoint-a /tmp/ng-ckpt/moeA --checkpoint-b /tmp/ng-ckpt/moeB \
-        [--soak-s 300] [--updates 3] [--phases ep,rollouts,soak,update,load] --output FILE.json
+        [--change-expert 0:11] [--soak-s 300] [--updates 3] \
+        [--phases ep,rollouts,refit,expert,soak,update,load] --output FILE.json
 
 `ng_run` starts the example environment with responses_api_models/local_vllm_model/configs/
 moe_dp2_ep2.yaml (the tiny Qwen3-MoE, 16 experts, data parallel 2 and expert parallel 2 over two
@@ -14,6 +15,14 @@ The phases, in order, on that one stack:
   ng_cli.engines.engine_log; a configured EP that did not take stops ng_run before this).
 * rollouts: ng_collect_rollouts over the example rows through agent, model server and engines:
   rows, failures, rewards, and which engine endpoints served (the model server's counters).
+* refit: idle A -> B -> A with probes that discriminate (`_refit_probes.py`): the first token's
+  top-5 logprobs on six prompts at every engine endpoint and the model server (B differs on
+  every one, A comes back exactly), every engine's fingerprint, and each update's check of every
+  rank's experts against the files (the model server's verify under EP).
+* expert: A -> B2 -> A, B2 = A with expert `--change-expert LAYER:EXPERT` scaled by
+  `--expert-scale` (written into the workdir): only the rank that holds it changes its
+  fingerprint, the shared part stays on every rank, the files check passes, and the answers
+  where that expert is routed change.
 * soak: `--soak-parallel` streamed chats kept on ONE rank's endpoint (external_lb: rank 0's own
   API server) for `--soak-s`, while the other rank gets only a short probe every `--probe-every-s`:
   per window, rank 0's streamed chunks/s (vLLM streams about one token a chunk; the record's
@@ -24,7 +33,9 @@ The phases, in order, on that one stack:
   route: every rank paused, each reloads its own 8 experts from the files, fingerprints compared,
   resumed), each followed by a greedy probe that must answer as that checkpoint did before.
 * load: the same updates while `--load-parallel` rollouts are in flight (weight_update_8b's load
-  phase: rows lost and failed, every row's weight versions, the longest stall a streamed client saw).
+  phase: rows lost and failed, every row's weight versions, the longest stall a streamed client saw),
+  each update followed by the logprob probes, compared with the checkpoint's idle answers (within
+  `_refit_probes.TOLERANCE`: batch shapes change the kernels' summation order).
 
 Writes the record after every phase and copies the ng_run log beside it.
 """
@@ -150,6 +161,7 @@ def _served_by(stack: Any) -> dict[str, float]:
 
 
 def main() -> None:
+    from _refit_probes import Probes, make_b2, phase_expert, phase_refit, summarise_load, with_logprobs
     from weight_update_8b import ENGINE_LINES, Run, nvidia_smi, phase_idle, phase_load, probe
 
     from ng_cli.launcher.admin_keys import admin_key
@@ -162,7 +174,11 @@ def main() -> None:
     parser.add_argument("--config", default=MOE_CONFIG)
     parser.add_argument("--checkpoint-a", type=Path, required=True)
     parser.add_argument("--checkpoint-b", type=Path, required=True)
-    parser.add_argument("--phases", default="ep,rollouts,soak,update,load")
+    parser.add_argument("--phases", default="ep,rollouts,refit,expert,soak,update,load")
+    parser.add_argument("--change-expert", default="0:11", help="LAYER:EXPERT that B2 changes")
+    parser.add_argument(
+        "--expert-scale", type=float, default=4.0, help="B2's factor on that expert's weights"
+    )
     parser.add_argument("--rollout-repeats", type=int, default=20, help="x 5 example rows")
     parser.add_argument("--soak-s", type=float, default=300.0)
     parser.add_argument("--soak-parallel", type=int, default=128)
@@ -209,6 +225,8 @@ def main() -> None:
             key = admin_key(stack.process.head_url, "policy_model") or ""
             run = Run(stack, client, key, args.checkpoint_a, args.checkpoint_b, record)
             run.answers["A"] = probe(stack.model_url)[0]
+            probes = Probes(stack, key, _served(str(stack.engines[0]["url"]), key))
+            references: dict[str, Any] = {}
             save()
             for phase in phases:
                 t0 = time.perf_counter()
@@ -242,14 +260,29 @@ def main() -> None:
                             probe_every_s=args.probe_every_s, window_s=30.0,
                         ))  # fmt: skip
                         result["loaded"] = urls[0]
+                        result["zero_failed"] = (
+                            result["failed"] == 0 and result["idle_rank_probe_failures"] == 0
+                        )
                         result["idle"] = (
                             urls[1] if len(urls) > 1 else "none: internal_lb has one endpoint for both ranks"
                         )
+                    elif phase == "refit":
+                        result = phase_refit(run, probes, references)
+                    elif phase == "expert":
+                        layer, expert = (int(part) for part in args.change_expert.split(":"))
+                        b2 = make_b2(args.checkpoint_a, args.workdir / "moeB2", layer=layer, expert=expert,
+                                     scale=args.expert_scale)  # fmt: skip
+                        result = phase_expert(run, probes, b2, references)
                     elif phase == "update":
                         result = phase_idle(run, args.updates, cold=False)
                     elif phase == "load":
-                        result = phase_load(run, args.updates, parallel=args.load_parallel, tokens=128,
-                                            repeats=args.load_repeats, gap_s=2.0, watchers=4)  # fmt: skip
+                        restore = with_logprobs(run, probes, references)
+                        try:
+                            result = phase_load(run, args.updates, parallel=args.load_parallel, tokens=128,
+                                                repeats=args.load_repeats, gap_s=2.0, watchers=4)  # fmt: skip
+                        finally:
+                            restore()
+                        result["logprobs"] = summarise_load(result["updates"])
                     else:
                         result = {"error": f"unknown phase {phase}"}
                 except Exception as exc:  # recorded; the next phase runs
