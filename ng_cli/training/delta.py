@@ -74,14 +74,10 @@ def write_delta(out: str | os.PathLike[str], *, base: str, result: str, changes:
         raise NgError(f"{directory} holds a checkpoint or delta already: give an empty or new directory")
     header: dict[str, object] = {"__metadata__": {"format": FORMAT}}
     manifest: dict[str, object] = {}
-    blobs: list[bytes] = []
-    offset = 0
+    stored: list[tuple[str, str, Sequence[int], bytes]] = []
 
     def add(name: str, dtype: str, shape: Sequence[int], data: bytes) -> None:
-        nonlocal offset
-        header[name] = {"dtype": dtype, "shape": list(shape), "data_offsets": [offset, offset + len(data)]}
-        blobs.append(data)
-        offset += len(data)
+        stored.append((name, dtype, shape, data))
 
     for change in changes:
         if change.whole is not None:
@@ -98,6 +94,15 @@ def write_delta(out: str | os.PathLike[str], *, base: str, result: str, changes:
                 "shape": list(change.shape),
                 "count": change.count,
             }
+    # Widest dtype first, as safetensors itself writes: every tensor starts at a multiple of its
+    # element size (a reader views the bytes in place), and the buffer has no holes.
+    stored.sort(key=lambda item: -ITEM_BYTES[item[1]])
+    blobs: list[bytes] = []
+    offset = 0
+    for name, dtype, shape, data in stored:
+        header[name] = {"dtype": dtype, "shape": list(shape), "data_offsets": [offset, offset + len(data)]}
+        blobs.append(data)
+        offset += len(data)
     encoded = json.dumps(header, separators=(",", ":")).encode()
     encoded += b" " * (-len(encoded) % 8)
     with open(directory / "delta.safetensors", "wb") as handle:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from ng_cli.training.delta import changed_indices, main, make_delta
+from ng_cli.training.delta import Change, changed_indices, main, make_delta, write_delta
 from ng_cli.upstream.delta import Delta, checkpoint_digest
 from tests.fixtures import checkpoints
 from tests.fixtures.delta_checkpoints import bump, edited, scale, set_to
@@ -87,3 +87,35 @@ def test_the_command_line_names_bad_input_without_a_traceback(
     assert main(["make", "--base", str(MODEL), "--new", str(MODEL), "--out", str(tmp_path / "d")]) == 0
     assert main(["make", "--base", str(MODEL), "--new", str(MODEL), "--out", str(tmp_path / "d")]) == 2
     assert "holds a checkpoint or delta already" in capsys.readouterr().err
+
+
+def test_every_stored_tensor_starts_at_a_multiple_of_its_element_size(tmp_path: Path) -> None:
+    """An odd count of bf16 values before int32 indices would misalign them: the engine views the
+    file's bytes in place (`engines/delta_apply.py`), so the widest dtype goes first, with no holes."""
+    write_delta(
+        tmp_path / "d",
+        base="0" * 64,
+        result="0" * 64,
+        changes=[
+            Change(
+                "a",
+                "BF16",
+                (8,),
+                indices=array.array("i", [1, 2, 5]).tobytes(),
+                values=b"\x01\x02" * 3,
+                index_dtype="I32",
+            ),
+            Change("b", "F16", (1,), whole=b"\x00\x3c"),
+            Change("c", "F64", (9,), indices=array.array("q", [4]).tobytes(), values=b"\x00" * 8),
+        ],
+    )
+    header, payload = checkpoints.read(tmp_path / "d" / "delta.safetensors")
+    sizes = {"BF16": 2, "F16": 2, "I32": 4, "I64": 8, "F64": 8}
+    spans = sorted(
+        (entry["data_offsets"][0], entry["data_offsets"][1], sizes[entry["dtype"]])  # type: ignore[index]
+        for name, entry in header.items()
+        if name != "__metadata__"
+    )
+    assert all(begin % size == 0 for begin, _, size in spans)
+    assert [begin for begin, _, _ in spans[1:]] == [end for _, end, _ in spans[:-1]]  # no holes
+    assert spans[-1][1] == len(payload)
