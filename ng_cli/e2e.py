@@ -197,7 +197,9 @@ async def _collect(
 def collect_settings(options: E2EOptions) -> CollectConfig:
     """The collector's options: the command's, with the collated split beside the output as the input."""
     collated = inputs_dir(options.output_jsonl_fpath) / f"{options.split}.jsonl"
-    return CollectConfig(**dict(options.model_dump(exclude={"split", "ray"}), input_jsonl_fpath=collated))
+    return CollectConfig(
+        **dict(options.model_dump(exclude={"split", "ray", "data_source"}), input_jsonl_fpath=collated)
+    )
 
 
 def _on_free_head_port(config: ComposedConfig, plan: StackPlan) -> StackPlan:

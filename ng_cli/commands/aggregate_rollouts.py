@@ -27,8 +27,9 @@ OPTIONS = AggregateConfig
 _EPILOG = options_help(
     AggregateConfig,
     docs="docs/aggregate_rollouts.md",
-    notes="""The metrics are NeMo Gym's default /aggregate_metrics, computed here without a stack: an
-environment's own metric hooks are not run and no perf_summary is written (docs/aggregate_rollouts.md).
+    notes="""The metrics are NeMo Gym's /aggregate_metrics, computed here without a stack: give the stack's
+config (-c or +config_paths) and each agent's environment's own metric hooks run (pass@k, majority@k,
+its key_metrics); perf_summary comes from the rows' ng_perf (docs/aggregate_rollouts.md).
 A match that is not a regular file (a directory, a FIFO) is refused before any file is opened;
 a rollout two shards hold with the same contents is counted once (a warning names both shards),
 with different contents it is refused.
@@ -52,7 +53,7 @@ def aggregate(
 ) -> None:
     """Merge the shards (sorted), then write <output stem>_aggregate_metrics.json."""
     with composed_config(overrides, config, verbose=verbose) as composed:
-        result = aggregate_rollouts(aggregate_config_from(composed))
+        result = aggregate_rollouts(aggregate_config_from(composed), stack=composed.tree)
     _report(result)
 
 

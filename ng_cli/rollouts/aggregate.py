@@ -9,7 +9,8 @@ As NeMo Gym 0.7.0 (`RolloutAggregationHelper`): matches are sorted and de-duplic
 `_failures.jsonl` and `_materialized_inputs.jsonl` siblings are never shards. Unlike it, a match
 that is not a regular file is refused before anything is opened, indices must be integers, and a
 rollout two shards hold is counted once (`shards`). The metrics are the collector's
-(`materialized.aggregate_entries`). Every file written is checked against every shard first
+(`materialized.aggregate_entries`): each agent's environment's own metric hooks run when the config
+(`-c`) names it, as NeMo Gym's `/aggregate_metrics` runs them. Every file written is checked against every shard first
 (`ng_cli.outputs`), and written whole.
 """
 
@@ -18,9 +19,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import orjson
+from pydantic import Field
 
 from ng_cli.config.command_options import CommandOptions, command_options
 from ng_cli.config.compose import ComposedConfig
@@ -28,7 +30,10 @@ from ng_cli.config.nemo_gym_options import NotOffered
 from ng_cli.errors import DataError
 from ng_cli.outputs import check_outputs, reads, write_atomically, write_bytes_atomically, writes
 from ng_cli.rollouts.config import NOT_OFFERED
+from ng_cli.rollouts.counted_zeros import Zeros, counted_zeros
+from ng_cli.rollouts.failures import read_failures
 from ng_cli.rollouts.materialized import aggregate_entries
+from ng_cli.rollouts.metric_hooks import hooks_by_agent
 from ng_cli.rollouts.results import ROLLOUT_KEY, TASK_KEY
 from ng_cli.rollouts.resume import OutputPaths
 from ng_cli.rollouts.shards import expand_input_glob, read_shards, refuse_non_regular
@@ -53,15 +58,14 @@ class AggregateConfig(CommandOptions):
     """Write the shards' rows into `output_jsonl_fpath` (else only the metrics)."""
     disable_health_check: bool = False
     """Accepted for NeMo Gym's command lines; there is no health check to disable here."""
+    count_failure_classes_as_zero: list[str] = Field(default_factory=list)
+    """Failures of these classes (each shard's `_failures.jsonl`) count as reward 0 in the metrics
+    (NeMo Gym's `agent_run_error`, `agent_request_failed`, or a failure kind of this collector)."""
+    count_missing_rollouts_as_zero: bool = False
+    """A shard's materialized rollout with neither a row nor a failure counts as reward 0."""
 
     not_offered: ClassVar[Mapping[str, NotOffered]] = {
-        key: NOT_OFFERED[key]
-        for key in (
-            "count_failure_classes_as_zero",
-            "count_missing_rollouts_as_zero",
-            "health_check_workers",
-            "health_check_ignored_checks",
-        )
+        key: NOT_OFFERED[key] for key in ("health_check_workers", "health_check_ignored_checks")
     }
 
 
@@ -90,8 +94,11 @@ def aggregate_config_from(composed: ComposedConfig) -> AggregateConfig:
     )
 
 
-def aggregate_rollouts(config: AggregateConfig) -> AggregateResult:
-    """Check, read every shard, write the merged file (optional) and the metrics."""
+def aggregate_rollouts(config: AggregateConfig, *, stack: Mapping[str, Any] | None = None) -> AggregateResult:
+    """Check, read every shard, write the merged file (optional) and the metrics.
+
+    `stack`: the config tree (`-c`/`+config_paths`) whose agents name their environments: each
+    agent's metrics run its environment's hooks (`metric_hooks`), as NeMo Gym's do."""
     shards = expand_input_glob(config.input_glob)
     if not shards:
         raise DataError(
@@ -110,7 +117,10 @@ def aggregate_rollouts(config: AggregateConfig) -> AggregateResult:
         with write_atomically(config.output_jsonl_fpath) as (out,):
             for row in rows:
                 out.write(orjson.dumps(row, option=orjson.OPT_APPEND_NEWLINE))
-    write_bytes_atomically(metrics, orjson.dumps(aggregate_entries(rows), option=orjson.OPT_INDENT_2))
+    hooks = hooks_by_agent(stack or {})
+    zeros = _zeros(config, shards, rows)
+    entries = aggregate_entries(rows, hooks=hooks, zeros=zeros)
+    write_bytes_atomically(metrics, orjson.dumps(entries, option=orjson.OPT_INDENT_2))
     return AggregateResult(
         shards=shards,
         rollouts=len(rows),
@@ -119,3 +129,27 @@ def aggregate_rollouts(config: AggregateConfig) -> AggregateResult:
         dropped=read.dropped,
         warnings=read.warnings,
     )
+
+
+def _zeros(config: AggregateConfig, shards: list[Path], rows: list[dict[str, Any]]) -> Zeros:
+    """The count_* options' zeros, each shard checked against its own failures and materialized
+    inputs; a rollout any shard scored is never counted."""
+    total = Zeros()
+    seen: set[tuple[Any, ...]] = set()
+    for shard in shards:
+        paths = OutputPaths.for_output(shard)
+        found = counted_zeros(
+            rows,
+            read_failures(paths.failures),
+            paths.materialized,
+            failure_classes=config.count_failure_classes_as_zero,
+            count_missing=config.count_missing_rollouts_as_zero,
+        )
+        for zero in found.rows:
+            key = (zero["agent_ref"]["name"], zero[TASK_KEY], zero[ROLLOUT_KEY])
+            if key not in seen:
+                seen.add(key)
+                total.rows.append(zero)
+        total.failures += found.failures
+        total.missing += found.missing
+    return total

@@ -4,7 +4,9 @@
     find_agent_urls (+agent_urls or head server)          unknown agent -> exit 2
     open_run (lock, fingerprint, resume, torn tail)       different run -> exit 2, offers +overwrite
     <stem>_materialized_inputs.jsonl (every row as sent)  NeMo Gym's file (`materialized`)
-    producer --(queue of 2 x parallel)--> workers x num_samples_in_parallel
+    producer --(queue of 2 x workers)--> workers x min(num_samples_in_parallel, max_resident_rollout_tasks)
+        (tasks in input order, each task's repeats together; round by round with interleave_repeats)
+        worker: a rollout starts only while dispatch_budget_s allows (budget.py); else none is run
         (reads the input again; it changed since the check -> exit 2, naming it)
         worker: POST <agent>/run  (deadline, bounded attempts, backoff with jitter)
             ok     -> one os.write of one line to the output
@@ -20,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -27,11 +30,12 @@ from typing import Any
 from ng_cli.config.secrets import Redactor
 from ng_cli.errors import UpstreamUnavailableError
 from ng_cli.rollouts.agent_call import http_timeouts, post_run
+from ng_cli.rollouts.budget import DispatchBudget
 from ng_cli.rollouts.config import CollectConfig
 from ng_cli.rollouts.discovery import find_agent_urls, listed_url
 from ng_cli.rollouts.failures import FailureKind, classify
-from ng_cli.rollouts.inputs import Task, iter_tasks, scan_input
-from ng_cli.rollouts.materialized import run_body, write_materialized_inputs
+from ng_cli.rollouts.inputs import Task, scan_input
+from ng_cli.rollouts.materialized import iter_jobs, run_body, write_materialized_inputs
 from ng_cli.rollouts.progress import NullView, ProgressView, RunStats
 from ng_cli.rollouts.results import to_output_line
 from ng_cli.rollouts.run import CollectResult, RunFiles, close_run, open_run
@@ -72,7 +76,7 @@ async def collect_rollouts(
         collector = _Collector(config, files, http, urls)
         try:
             write_materialized_inputs(config, summary, files.paths.materialized)
-            await collector.run(iter_tasks(summary, params_overrides=config.responses_create_params), view)
+            await collector.run(iter_jobs(config, summary), view)
         finally:
             files.close()
         return close_run(config, files, collector.stats)
@@ -101,16 +105,25 @@ class _Collector:
             max_backoff_s=self.config.retry_max_backoff_s,
         )
         self._logged_internal = False
+        self.workers = min(
+            self.config.num_samples_in_parallel,
+            self.config.max_resident_rollout_tasks or self.config.num_samples_in_parallel,
+        )
+        self.budget = (
+            DispatchBudget(self.config.dispatch_budget_s, margin_s=self.config.drain_margin_s)
+            if self.config.dispatch_budget_s is not None
+            else None
+        )
 
-    async def run(self, tasks: Iterator[Task], view: ProgressView) -> None:
-        queue: asyncio.Queue[_Job | None] = asyncio.Queue(maxsize=2 * self.config.num_samples_in_parallel)
+    async def run(self, jobs: Iterator[_Job], view: ProgressView) -> None:
+        queue: asyncio.Queue[_Job | None] = asyncio.Queue(maxsize=2 * self.workers)
         view.start()
         ticker = asyncio.create_task(self._tick(view))
         try:
             async with asyncio.TaskGroup() as group:
-                for _ in range(self.config.num_samples_in_parallel):
+                for _ in range(self.workers):
                     group.create_task(self._worker(queue))
-                group.create_task(self._produce(tasks, queue))
+                group.create_task(self._produce(jobs, queue))
         except BaseExceptionGroup as group_error:
             # The producer or a worker raises only for a reason that must end the run (the input
             # changed, the output cannot be written); show that reason, not the group wrapper.
@@ -119,17 +132,21 @@ class _Collector:
             ticker.cancel()
             view.stop(self.stats.snapshot(self.files.scoreboard.mean_reward()))
 
-    async def _produce(self, tasks: Iterator[Task], queue: asyncio.Queue[_Job | None]) -> None:
+    async def _produce(self, jobs: Iterator[_Job], queue: asyncio.Queue[_Job | None]) -> None:
         scoreboard = self.files.scoreboard
-        for task in tasks:
-            for rollout_index in range(self.config.num_repeats):
-                if not scoreboard.is_done(task.index, rollout_index):
-                    await queue.put((task, rollout_index))
-        for _ in range(self.config.num_samples_in_parallel):
+        for task, rollout_index in jobs:
+            if not scoreboard.is_done(task.index, rollout_index):
+                await queue.put((task, rollout_index))
+        for _ in range(self.workers):
             await queue.put(None)
 
     async def _worker(self, queue: asyncio.Queue[_Job | None]) -> None:
         while (job := await queue.get()) is not None:
+            # As NeMo Gym: the budget is checked when a worker is free to start the rollout, not
+            # when it was queued, so it sees the time really left.
+            if self.budget is not None and not self.budget.allows_start():
+                self.stats.drained += 1
+                continue
             self.stats.in_flight += 1
             try:
                 await self._rollout(*job)
@@ -141,6 +158,7 @@ class _Collector:
         row = run_body(self.config, task.row, task.index, rollout_index)
         for attempt in range(1, self.config.max_attempts + 1):
             self.stats.attempts += 1
+            started = time.monotonic()
             try:
                 answer = await self._post_run(task.agent, row)
                 line, outcome = to_output_line(
@@ -161,6 +179,8 @@ class _Collector:
                 self.files.scoreboard.record_failure(task.index, failure.kind.value)
                 self.stats.rollout_failed(failure)
                 return
+            if self.budget is not None:
+                self.budget.record(time.monotonic() - started)
             self.files.writer.write(line)
             self.files.scoreboard.record(outcome)
             self.stats.rollout_succeeded(attempts=attempt, output_tokens=outcome.output_tokens)

@@ -32,9 +32,6 @@ __all__ = [
 
 DEFAULT_HEAD_SERVER_URL = "http://127.0.0.1:11000"
 
-_SIDECAR = (
-    "here a failed rollout always goes to <stem>_failures.jsonl and the run goes on; a resume retries it"
-)
 _NO_HEALTH = "NeMo Gym's rollout health checks and their report; there are none here"
 NOT_OFFERED = not_offered_table(
     {
@@ -52,62 +49,20 @@ NOT_OFFERED = not_offered_table(
             "render the prompts first: ng_materialize_prompts +input_jsonl_fpath=raw.jsonl "
             "+prompt_config=prompt.yaml +output_jsonl_fpath=rows.jsonl, then collect from rows.jsonl",
         ),
-        "interleave_repeats": (
-            "orders the repeats round by round; here rollouts are started task by task, "
-            "num_samples_in_parallel at a time",
-            "leave it out",
-        ),
-        "resume_from_cache": (
-            "skips the rollouts already in the output; here that is what running the same command again "
-            "always does (the fingerprint checks it is the same run)",
-            "run the same command again (+overwrite=true starts over)",
-        ),
-        "max_resident_rollout_tasks": (
-            "bounds the rollout tasks held by the driver; here at most num_samples_in_parallel exist at once",
-            "+num_samples_in_parallel=<n>",
-        ),
-        "retain_results_in_memory": (
-            "chooses whether results stay in memory; here they never do: each is written as it finishes",
-            "leave it out",
-        ),
-        "require_complete": (
-            "fails a run with missing rollouts; here the exit code is 1 whenever a rollout failed",
-            "check the exit code (0: all scored)",
-        ),
         "disable_aggregation": (
             "skips the aggregate metrics; here they are always written (<stem>_aggregate_metrics.json)",
             "leave it out; ng_aggregate_rollouts re-aggregates shards",
         ),
-        "disable_health_check": (f"skips {_NO_HEALTH}", "leave it out"),
         "health_check_workers": (f"sizes {_NO_HEALTH}", "leave it out"),
         "health_check_ignored_checks": (f"filters {_NO_HEALTH}", "leave it out"),
-        "count_failure_classes_as_zero": (
-            "scores failed rollouts as zero in the metrics; here a failed rollout is missing data, never a zero",
-            "read <stem>_failures.jsonl; ng_reward_profile +count_failures_as_zero=true counts them per task",
-        ),
-        "count_missing_rollouts_as_zero": (
-            "scores missing rollouts as zero; here a missing rollout is missing data, never a zero",
-            "resume the run until every rollout is scored",
-        ),
-        "route_failures_to_sidecar": (f"chooses where failures go; {_SIDECAR}", "leave it out"),
         "rollout_collection_driver": (
             "plugs in a custom collection procedure; here there is one collector",
             "leave it out",
         ),
         "skills": ("mounts Agent Skills for the agent; not part of this project", "leave it out"),
-        "dispatch_budget_s": (
-            "stops dispatching after a time budget; here Ctrl-C or SIGTERM stops the run and keeps what "
-            "finished, and the same command resumes it",
-            "stop the run when you need to; run it again to resume",
-        ),
-        "drain_margin_s": ("only applies with dispatch_budget_s, which is not offered", "leave it out"),
         "dispatch_longest_first": (
             "orders a resumed run by recorded task durations; not recorded here",
             "leave it out",
-        ),
-        "retry_terminal_timeouts": (
-            "retries timed-out rollouts marked terminal; here a resume retries every failed rollout",
-            "run the same command again",
         ),
         "retry_invalid_judge_responses": (
             "moves rows with invalid judge responses back to the failures; judge failures are failures here",
@@ -177,6 +132,37 @@ class CollectOptions(CommandOptions, HttpClientOptions):
     max_staleness: StrictInt | None = Field(default=None, ge=0)
     """Flag rows whose calls' newest and oldest weight versions differ by more than this (`stale: true`)."""
 
+    # NeMo Gym 0.7.0's collector keys (`RolloutCollectionConfig`), with its meaning (docs/compat.md).
+    resume_from_cache: bool | None = None
+    """true: skip the rollouts the output already holds (what a run here does anyway); false: start
+    over, as +overwrite=true (NeMo Gym's default, which clears the output)."""
+    interleave_repeats: bool = False
+    """Start the repeats round by round (abcabc) instead of each task's back to back (aabbcc)."""
+    max_resident_rollout_tasks: int | None = Field(default=None, ge=1)
+    """At most this many rollouts held at once (in flight); with num_samples_in_parallel, the smaller wins."""
+    retain_results_in_memory: bool = True
+    """Accepted; results never stay in memory here: each is written as it finishes."""
+    dispatch_budget_s: float | None = Field(default=None, ge=0)
+    """Seconds from the start during which new rollouts may start; later ones are not started (no
+    row, no failure), the run keeps what finished, and the same command resumes them."""
+    drain_margin_s: float | None = Field(default=None, ge=0)
+    """With dispatch_budget_s: start no rollout with less than this left (unset: the run's p75
+    rollout duration once 5 have finished)."""
+    count_failure_classes_as_zero: list[str] = Field(default_factory=list)
+    """Failed rollouts of these classes count as reward 0 in `_aggregate_metrics.json` (NeMo Gym's
+    `agent_run_error`, `agent_request_failed`, or a failure kind of this collector, e.g. `timeout`)."""
+    count_missing_rollouts_as_zero: bool = False
+    """Rollouts with neither a row nor a failure (not started, cut off) count as reward 0 in
+    `_aggregate_metrics.json`."""
+    require_complete: bool = False
+    """Accepted; here the exit code is 1 whenever a rollout has no reward (failed or not started)."""
+    route_failures_to_sidecar: bool = False
+    """Accepted; here a failed rollout always goes to `<stem>_failures.jsonl` and the run goes on."""
+    retry_terminal_timeouts: bool = False
+    """Accepted; here a resume retries every failed rollout, timeouts included."""
+    disable_health_check: bool = False
+    """Accepted; NeMo Gym's rollout health checks do not exist here."""
+
     not_offered = NOT_OFFERED
 
     @model_validator(mode="before")
@@ -185,6 +171,19 @@ class CollectOptions(CommandOptions, HttpClientOptions):
         if isinstance(data, Mapping) and data.get("head_server_url") is None and data.get("head_server"):
             return {**data, "head_server_url": _head_url_from(data["head_server"])}
         return data
+
+    @property
+    def starts_over(self) -> bool:
+        """Whether the run deletes an earlier run's files first (+overwrite, or resume_from_cache=false)."""
+        return self.overwrite or self.resume_from_cache is False
+
+    @model_validator(mode="after")
+    def _resume_or_start_over(self) -> Self:
+        if self.overwrite and self.resume_from_cache:
+            raise ValueError(
+                "overwrite=true starts over and resume_from_cache=true resumes; set only one of them"
+            )
+        return self
 
     @model_validator(mode="after")
     def _one_default_agent(self) -> Self:
@@ -226,6 +225,9 @@ class E2EOptions(CollectOptions):
     """Which datasets of the config's agents to collect: every one of this type."""
     ray: dict[str, Any] | str | None = None
     """The Ray cluster to start the stack on, as for ng_run (docs/ray.md)."""
+    data_source: Literal["gitlab", "huggingface"] = "huggingface"
+    """Accepted (NeMo Gym's download source for a missing dataset); nothing is downloaded here: a
+    dataset's file must be at its jsonl_fpath."""
 
     not_offered = not_offered_table(
         {

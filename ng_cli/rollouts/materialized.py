@@ -3,9 +3,11 @@
     <stem>_materialized_inputs.jsonl   one line per (task, rollout): the row exactly as sent to the
                                        agent (overrides merged, agent resolved, seed added), with
                                        `_ng_task_index` and `_ng_rollout_index`; tasks in input
-                                       order, each task's repeats together (NeMo Gym's aabbcc)
-    <stem>_aggregate_metrics.json      per agent: NeMo Gym's default `/aggregate_metrics` of its
-                                       scored rollouts (`reward_stats.aggregate_metrics`)
+                                       order, each task's repeats together (NeMo Gym's aabbcc),
+                                       or round by round with interleave_repeats (abcabc)
+    <stem>_aggregate_metrics.json      per agent: what NeMo Gym's environment `/aggregate_metrics`
+                                       answers for its scored rollouts, the environment's own metric
+                                       hooks run (`environment_metrics`), plus counted zeros when asked
 
 NeMo Gym's `ng_reward_profile +materialized_inputs_jsonl_fpath=... +rollouts_jsonl_fpath=...`
 reads the first; scripts that compare runs read the second. Both are written whole, beside their
@@ -25,15 +27,19 @@ import orjson
 from ng_cli.errors import DataError
 from ng_cli.outputs import write_atomically, write_bytes_atomically
 from ng_cli.rollouts.config import CollectConfig
-from ng_cli.rollouts.inputs import InputSummary, iter_tasks, with_seed
+from ng_cli.rollouts.counted_zeros import Zeros
+from ng_cli.rollouts.environment_metrics import aggregate_metrics
+from ng_cli.rollouts.inputs import InputSummary, Task, iter_tasks, with_seed
+from ng_cli.rollouts.metric_hooks import MetricHooks
 from ng_cli.rollouts.results import ROLLOUT_KEY, TASK_KEY
-from ng_cli.rollouts.reward_stats import aggregate_metrics, rollout_numbers
 
 __all__ = [
     "aggregate_entries",
+    "iter_jobs",
     "materialized_rows",
     "read_rows",
     "run_body",
+    "stripped",
     "write_aggregate_metrics",
     "write_materialized_inputs",
 ]
@@ -49,11 +55,23 @@ def run_body(
     return {**seeded, TASK_KEY: task_index, ROLLOUT_KEY: rollout_index}
 
 
-def materialized_rows(config: CollectConfig, summary: InputSummary) -> Iterator[dict[str, Any]]:
-    """Every (task, rollout) row as the collector sends it, in NeMo Gym's order."""
+def iter_jobs(config: CollectConfig, summary: InputSummary) -> Iterator[tuple[Task, int]]:
+    """Every (task, rollout index) of the run, in NeMo Gym's order: each task's repeats together
+    (aabbcc), or with `interleave_repeats` round by round (abcabc: the input is read once per round)."""
+    if config.interleave_repeats:
+        for rollout_index in range(config.num_repeats):
+            for task in iter_tasks(summary, params_overrides=config.responses_create_params):
+                yield task, rollout_index
+        return
     for task in iter_tasks(summary, params_overrides=config.responses_create_params):
         for rollout_index in range(config.num_repeats):
-            yield run_body(config, task.row, task.index, rollout_index)
+            yield task, rollout_index
+
+
+def materialized_rows(config: CollectConfig, summary: InputSummary) -> Iterator[dict[str, Any]]:
+    """Every (task, rollout) row as the collector sends it, in NeMo Gym's order."""
+    for task, rollout_index in iter_jobs(config, summary):
+        yield run_body(config, task.row, task.index, rollout_index)
 
 
 def write_materialized_inputs(config: CollectConfig, summary: InputSummary, path: Path) -> None:
@@ -63,10 +81,16 @@ def write_materialized_inputs(config: CollectConfig, summary: InputSummary, path
             file.write(orjson.dumps(row, option=orjson.OPT_APPEND_NEWLINE))
 
 
-def write_aggregate_metrics(output: Path, path: Path) -> list[dict[str, Any]]:
-    """Read the scored rollouts back and write NeMo Gym's per-agent aggregate metrics (an empty
-    list when nothing was scored)."""
-    entries = aggregate_entries(read_rows(output, skip_torn=True))
+def write_aggregate_metrics(
+    path: Path,
+    rows: Iterable[Mapping[str, Any]],
+    *,
+    hooks: Mapping[str, MetricHooks],
+    zeros: Zeros | None = None,
+) -> list[dict[str, Any]]:
+    """Write NeMo Gym's per-agent aggregate metrics of the scored rollouts (plus counted zeros) to
+    `path` (an empty list when nothing was scored)."""
+    entries = aggregate_entries(rows, hooks=hooks, zeros=zeros)
     write_bytes_atomically(path, orjson.dumps(entries, option=orjson.OPT_INDENT_2))
     return entries
 
@@ -90,24 +114,31 @@ def read_rows(path: Path, *, skip_torn: bool = False) -> Iterator[dict[str, Any]
                 raise DataError(f"{path}:{line_no}: not a rollout row (no {TASK_KEY} and {ROLLOUT_KEY})")
 
 
-def aggregate_entries(rows: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """Per agent, NeMo Gym's default `/aggregate_metrics` of its rollouts (kept as numbers only)."""
+def aggregate_entries(
+    rows: Iterable[Mapping[str, Any]],
+    *,
+    hooks: Mapping[str, MetricHooks] | None = None,
+    zeros: Zeros | None = None,
+) -> list[dict[str, Any]]:
+    """Per agent, NeMo Gym's environment `/aggregate_metrics` of its rollouts, in (task, rollout)
+    order, with the hooks of the agent's environment (NeMo Gym's defaults for an agent without)."""
     by_agent: dict[str, list[dict[str, Any]]] = defaultdict(list)
-    for row in rows:
-        by_agent[_agent_name(row)].append(_reduced(row))
+    for row in [*rows, *(zeros.rows if zeros else [])]:
+        by_agent[_agent_name(row)].append(stripped(row))
     entries = []
     for agent in sorted(by_agent):
         rollouts = sorted(by_agent[agent], key=lambda r: (r[TASK_KEY], r[ROLLOUT_KEY]))
-        metrics = aggregate_metrics(rollouts)
-        entries.append(
-            {
-                "agent_ref": {"name": agent},
-                "agent_metrics": metrics["agent_metrics"],
-                "key_metrics": metrics["key_metrics"],
-                "group_level_metrics": metrics["group_level_metrics"],
-                "repeat_level_metrics": metrics["repeat_level_metrics"],
-            }
-        )
+        metrics = aggregate_metrics(rollouts, (hooks or {}).get(agent))
+        entry = {
+            "agent_ref": {"name": agent},
+            "agent_metrics": metrics["agent_metrics"],
+            "key_metrics": metrics["key_metrics"],
+            "group_level_metrics": metrics["group_level_metrics"],
+            "repeat_level_metrics": metrics["repeat_level_metrics"],
+        }
+        if metrics["perf_summary"] is not None:
+            entry["perf_summary"] = metrics["perf_summary"]
+        entries.append(entry)
     return entries
 
 
@@ -117,12 +148,18 @@ def _agent_name(row: Mapping[str, Any]) -> str:
     return str(name)
 
 
-def _reduced(row: Mapping[str, Any]) -> dict[str, Any]:
-    """Only what the statistics read: the indices, the numbers and `response.usage`."""
+_HEAVY = frozenset(
+    {"response", "responses_create_params", "ng_agent_observations", "ng_model_call_capture", "ng_trajectory"}
+)
+
+
+def stripped(row: Mapping[str, Any]) -> dict[str, Any]:
+    """What NeMo Gym's collector posts to `/aggregate_metrics` for one rollout: the row less its
+    heavy fields, `response` cut to its `usage` and `incomplete_details`."""
+    entry = {k: v for k, v in row.items() if k not in _HEAVY}
     response = row.get("response")
-    usage = response.get("usage") if isinstance(response, Mapping) else None
-    reduced: dict[str, Any] = {TASK_KEY: row[TASK_KEY], ROLLOUT_KEY: row[ROLLOUT_KEY]}
-    reduced.update({k: v for k, v in rollout_numbers({**row, "response": {}}).items()})
-    if isinstance(usage, Mapping):
-        reduced["response"] = {"usage": dict(usage)}
-    return reduced
+    if isinstance(response, Mapping):
+        kept = {k: response[k] for k in ("usage", "incomplete_details") if response.get(k) is not None}
+        if kept:
+            entry["response"] = kept
+    return entry

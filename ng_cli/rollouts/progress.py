@@ -39,6 +39,8 @@ class RunStats:
     """Of those, the ones that succeeded in the end."""
     output_tokens: int = 0
     in_flight: int = 0
+    drained: int = 0
+    """Rollouts not started because dispatch_budget_s was spent (no row, no failure)."""
     failures: Counter[str] = field(default_factory=Counter)
     """Rollouts that failed for good, by kind."""
     attempt_failures: Counter[str] = field(default_factory=Counter)

@@ -10,8 +10,8 @@ Python, checked against its output (`tests/unit/rollouts/test_reward_stats.py`):
 
 A numeric field is a top-level int, float or bool (as 0/1) whose name does not start with `_`,
 and every number of `response.usage`. `std` is the sample standard deviation (n - 1); a task
-with one rollout gets std 0. Environments' own metric hooks (NeMo Gym's `compute_metrics`,
-`get_key_metrics` overrides, e.g. pass@k) are not run: key metrics are the `mean/*` ones.
+with one rollout gets std 0. Every statistic is a float, as pandas gives them (`max/input_tokens`
+is 12.0). An environment's own metric hooks run in `environment_metrics`.
 Histograms (NeMo Gym's W&B objects) are never serialised, so they are not computed.
 """
 
@@ -25,7 +25,7 @@ from typing import Any
 
 from ng_cli.rollouts.results import ROLLOUT_KEY, TASK_KEY
 
-__all__ = ["aggregate_metrics", "profile_from_data", "rollout_numbers", "t_interval"]
+__all__ = ["add_across_repeats", "profile_from_data", "rollout_numbers", "t_interval"]
 
 _AGENT_REF = "agent_ref"
 _DESCRIBE = ("mean", "max", "min", "median", "std")
@@ -90,10 +90,10 @@ def _stat(stat: str, values: Sequence[float]) -> float:
         return statistics.fmean(values)
     if stat == "median":
         return float(statistics.median(values))
-    if stat == "max":
-        return max(values)
+    if stat == "max":  # pandas describes every column as floats: 12.0, never 12
+        return float(max(values))
     if stat == "min":
-        return min(values)
+        return float(min(values))
     raise ValueError(stat)
 
 
@@ -155,7 +155,7 @@ def profile_from_data(
         for agent in agents
     ]
     repeat_level = _repeat_level(records, columns)
-    _add_across_repeats(agent_level, repeat_level)
+    add_across_repeats(agent_level, repeat_level)
     return group_level, agent_level, repeat_level
 
 
@@ -220,7 +220,7 @@ def _spread(values: Sequence[float], column: str, stats: Sequence[str], marker: 
     return out
 
 
-def _add_across_repeats(agent_level: list[dict[str, Any]], repeat_level: Sequence[Mapping[str, Any]]) -> None:
+def add_across_repeats(agent_level: list[dict[str, Any]], repeat_level: Sequence[Mapping[str, Any]]) -> None:
     """Each primary (`mean/*`) repeat metric summarised across repeats, into its agent's entry."""
     for entry in agent_level:
         name = entry[_AGENT_REF]["name"]
@@ -235,35 +235,6 @@ def _add_across_repeats(agent_level: list[dict[str, Any]], repeat_level: Sequenc
         for column in columns:
             values = [r[column] for r in repeats if isinstance(r.get(column), int | float)]
             entry.update(_spread(values, column, _ACROSS, "_across_repeats/"))
-
-
-def aggregate_metrics(verify_responses: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """NeMo Gym's default `/aggregate_metrics` answer for one agent's rollouts (no masked samples,
-    no environment hooks): group_level_metrics, agent_metrics, key_metrics, repeat_level_metrics."""
-    if not verify_responses:
-        return {"group_level_metrics": [], "agent_metrics": {}, "key_metrics": {}, "repeat_level_metrics": []}
-    rows = [
-        {TASK_KEY: vr.get(TASK_KEY, 0), ROLLOUT_KEY: vr.get(ROLLOUT_KEY, 0), _AGENT_REF: {"name": "agent"}}
-        for vr in verify_responses
-    ]
-    results = [
-        {
-            **vr,
-            TASK_KEY: vr.get(TASK_KEY, 0),
-            ROLLOUT_KEY: vr.get(ROLLOUT_KEY, 0),
-            "response": vr.get("response", {}),
-        }
-        for vr in verify_responses
-    ]
-    group_level, agent_level, repeat_level = profile_from_data(rows, results)
-    agent_metrics = {k: v for entry in agent_level for k, v in entry.items() if k != _AGENT_REF}
-    agent_metrics["num_repeats"] = len({row[ROLLOUT_KEY] for row in rows})
-    return {
-        "group_level_metrics": group_level,
-        "agent_metrics": agent_metrics,
-        "key_metrics": {k: v for k, v in agent_metrics.items() if k.startswith("mean/")},
-        "repeat_level_metrics": [{k: v for k, v in e.items() if k != _AGENT_REF} for e in repeat_level],
-    }
 
 
 def t_interval(mean: float, error: float, n: int, confidence: float = 0.95) -> tuple[float, float] | None:

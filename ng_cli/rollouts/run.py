@@ -17,9 +17,11 @@ from ng_cli.config.secrets import Redactor
 from ng_cli.errors import ConfigError, DataError
 from ng_cli.outputs import write_bytes_atomically
 from ng_cli.rollouts.config import CollectConfig
+from ng_cli.rollouts.counted_zeros import counted_zeros
 from ng_cli.rollouts.failures import FailureLog, read_failures
 from ng_cli.rollouts.inputs import InputSummary
-from ng_cli.rollouts.materialized import write_aggregate_metrics
+from ng_cli.rollouts.materialized import read_rows, write_aggregate_metrics
+from ng_cli.rollouts.metric_hooks import MetricHooks, hooks_by_agent
 from ng_cli.rollouts.metrics import Scoreboard
 from ng_cli.rollouts.progress import RunStats
 from ng_cli.rollouts.results import ROLLOUT_KEY, TASK_KEY, ResultWriter, read_results, repair_torn_tail
@@ -66,9 +68,14 @@ class CollectResult:
     total: int
 
     @property
+    def not_started(self) -> int:
+        """Rollouts with neither a reward nor a failure (dispatch_budget_s ran out first)."""
+        return self.total - self.succeeded - self.failed
+
+    @property
     def exit_code(self) -> int:
-        """0: every rollout has a reward; 1: the run completed but some rollouts failed."""
-        return 0 if self.failed == 0 else 1
+        """0: every rollout has a reward; 1: some failed or were not started (the run ended)."""
+        return 0 if self.failed == 0 and self.not_started == 0 else 1
 
 
 def open_run(config: CollectConfig, summary: InputSummary, *, redactor: Redactor | None = None) -> RunFiles:
@@ -109,7 +116,7 @@ def _open_run(
     fingerprint = Fingerprint.of(config, summary)
     writer = ResultWriter(paths.output)
     try:
-        if config.overwrite:
+        if config.starts_over:
             writer.truncate()
             paths.remove_run_files()
             resuming = False
@@ -169,8 +176,13 @@ def close_run(config: CollectConfig, files: RunFiles, stats: RunStats) -> Collec
         files.failures.path.unlink()
     metrics = build_metrics(config, files, stats)
     write_bytes_atomically(files.paths.metrics, orjson.dumps(metrics, option=orjson.OPT_INDENT_2))
-    write_aggregate_metrics(files.paths.output, files.paths.aggregate_metrics)
+    _write_aggregate_metrics(config, files)
     scoreboard = files.scoreboard
+    if stats.drained:
+        files.notes.append(
+            f"{stats.drained} rollouts not started: dispatch_budget_s={config.dispatch_budget_s:g} ran out; "
+            "run the same command again to run them"
+        )
     return CollectResult(
         paths=files.paths,
         metrics=metrics,
@@ -179,6 +191,41 @@ def close_run(config: CollectConfig, files: RunFiles, stats: RunStats) -> Collec
         failed=scoreboard.failed,
         total=scoreboard.total,
     )
+
+
+def _write_aggregate_metrics(config: CollectConfig, files: RunFiles) -> None:
+    """NeMo Gym's `_aggregate_metrics.json`: the scored rollouts (read back), the zeros the
+    count_* options ask for, each agent's environment hooks."""
+    rows = list(read_rows(files.paths.output, skip_torn=True))
+    zeros = counted_zeros(
+        rows,
+        read_failures(files.paths.failures),
+        files.paths.materialized,
+        failure_classes=config.count_failure_classes_as_zero,
+        count_missing=config.count_missing_rollouts_as_zero,
+    )
+    hooks, note = _stack_hooks(config, files.scoreboard.agents)
+    if note:
+        files.notes.append(note)
+    write_aggregate_metrics(files.paths.aggregate_metrics, rows, hooks=hooks, zeros=zeros)
+
+
+def _stack_hooks(config: CollectConfig, agents: list[str]) -> tuple[dict[str, MetricHooks], str | None]:
+    """The metric hooks of the agents' environments, from the stack's config (the head server's
+    `/config`); none asked for when every agent came from +agent_urls. A stack that cannot be read
+    costs the hooks, never the run: its metrics are NeMo Gym's defaults, and a note says so."""
+    if all(agent in config.agent_urls for agent in agents):
+        return {}, None
+    from ng_cli.head import fetch_config
+
+    try:
+        return hooks_by_agent(fetch_config(config.head_server_url, timeout_s=10.0)), None
+    except Exception as exc:  # the run is done; only its metrics' shape is at stake
+        return {}, (
+            f"_aggregate_metrics.json has NeMo Gym's default metrics only: the environments' metric hooks "
+            f"could not be loaded ({type(exc).__name__}: {exc}); ng_aggregate_rollouts -c <stack config> "
+            "writes them again"
+        )
 
 
 def build_metrics(config: CollectConfig, files: RunFiles, stats: RunStats) -> dict[str, Any]:

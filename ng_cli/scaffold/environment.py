@@ -56,6 +56,11 @@ RESERVED_NAMES = frozenset(
         *("materialized_inputs_jsonl_fpath", "allow_partial_rollouts", "format", "outdated"),
         *("max_output_tokens", "output", "run_dir"),
         *("global_aiohttp_connector_limit", "global_aiohttp_connector_limit_per_host"),
+        # NeMo Gym's collector keys that ng_collect_rollouts runs (issue 39)
+        *("resume_from_cache", "interleave_repeats", "max_resident_rollout_tasks", "require_complete"),
+        *("retain_results_in_memory", "dispatch_budget_s", "drain_margin_s", "data_source"),
+        *("count_failure_classes_as_zero", "count_missing_rollouts_as_zero", "route_failures_to_sidecar"),
+        "retry_terminal_timeouts",
         # NeMo Gym's reserved top-level keys (global_config.py), never server instances there
         *("default_host", "disallowed_ports", "head_server_deps", "python_version", "pip_install_verbose"),
         *(

@@ -24,6 +24,7 @@ from typing import Any, ClassVar, Literal
 
 from math_answers import extract_boxed, grade, last_closed_box, nemo_gym_grade, warm_up
 from math_judge import judge_request, parse_verdict, question_of
+from math_metrics import MathMetrics
 from pydantic import Field
 
 from ng_cli.config.schema import ResourcesServerConfig, ServerRef
@@ -69,6 +70,8 @@ class MathWithJudge(ResourcesServer[MathWithJudgeConfig]):
     """Math answers, verified symbolically; a judge model settles what sympy cannot."""
 
     config_class: ClassVar[type[MathWithJudgeConfig]] = MathWithJudgeConfig
+    metric_hooks: ClassVar[MathMetrics] = MathMetrics()
+    """pass@k, majority@k and key metrics as NeMo Gym's math_with_judge computes them."""
 
     def __init__(self, config: MathWithJudgeConfig, **kwargs: Any) -> None:
         super().__init__(config, **kwargs)

@@ -10,8 +10,8 @@ import orjson
 import pytest
 
 from ng_cli.rollouts import CollectConfig, collect_rollouts
+from ng_cli.rollouts.environment_metrics import aggregate_metrics
 from ng_cli.rollouts.progress import NullView
-from ng_cli.rollouts.reward_stats import aggregate_metrics
 from ng_cli.servers.testing import serve_in_thread
 from tests.fixtures.rollouts.stub_agent import StubAgent
 

@@ -56,7 +56,7 @@ def test_an_output_that_is_a_shard_is_refused(tmp_path: Path) -> None:
     assert shard.read_bytes() == before
 
 
-def test_no_match_and_nemo_gyms_zero_counting_are_refused(tmp_path: Path) -> None:
+def test_no_match_and_nemo_gyms_health_checks_are_refused(tmp_path: Path) -> None:
     result = CliRunner().invoke(
         app, [f"+input_glob={tmp_path}/none-*.jsonl", f"+output_jsonl_fpath={tmp_path}/o.jsonl"]
     )
@@ -67,8 +67,8 @@ def test_no_match_and_nemo_gyms_zero_counting_are_refused(tmp_path: Path) -> Non
         [
             f"+input_glob={tmp_path}/x.jsonl",
             f"+output_jsonl_fpath={tmp_path}/o.jsonl",
-            "+count_missing_rollouts_as_zero=true",
+            "+health_check_workers=2",
         ],
     )
     assert result.exit_code == 2
-    assert "count_missing_rollouts_as_zero: not offered" in result.output
+    assert "health_check_workers: not offered" in result.output

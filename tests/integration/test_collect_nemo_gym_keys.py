@@ -1,0 +1,203 @@
+"""NeMo Gym 0.7.0's collector keys run here with its meaning (`RolloutCollectionConfig`), over HTTP.
+
+`interleave_repeats` starts the repeats round by round; `max_resident_rollout_tasks` caps the
+rollouts held at once; `dispatch_budget_s` stops starting rollouts and keeps what finished;
+`count_failure_classes_as_zero` / `count_missing_rollouts_as_zero` put rollouts without a reward
+into `_aggregate_metrics.json` as zeros; `resume_from_cache: false` starts over (NeMo Gym clears
+the output). The keys that ask for what a run here always does are accepted by every command.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+from typer.testing import CliRunner
+
+from ng_cli.commands.collect import app as collect_app
+from ng_cli.commands.e2e_collect import app as e2e_app
+from ng_cli.rollouts import CollectConfig, collect_rollouts
+from ng_cli.rollouts.progress import NullView
+from ng_cli.servers.app import JSONResponse
+from ng_cli.servers.testing import serve_in_thread
+from tests.fixtures.rollouts.stub_agent import StubAgent
+
+pytestmark = pytest.mark.integration
+
+ACCEPTED = {
+    "resume_from_cache": "true",
+    "interleave_repeats": "true",
+    "max_resident_rollout_tasks": "4",
+    "retain_results_in_memory": "false",
+    "dispatch_budget_s": "3600",
+    "drain_margin_s": "60",
+    "count_failure_classes_as_zero": "[agent_run_error]",
+    "count_missing_rollouts_as_zero": "true",
+    "require_complete": "true",
+    "route_failures_to_sidecar": "true",
+    "retry_terminal_timeouts": "true",
+    "disable_health_check": "true",
+}
+
+
+def read_jsonl(path: Path) -> list[dict[str, Any]]:
+    return [orjson.loads(line) for line in path.read_bytes().splitlines() if line.strip()]
+
+
+def write_rows(path: Path, rows: list[dict[str, Any]]) -> Path:
+    path.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in rows))
+    return path
+
+
+def rows(n: int, **extra: Any) -> list[dict[str, Any]]:
+    return [{"id": i, "responses_create_params": {"input": f"q{i}"}, **extra} for i in range(n)]
+
+
+class CountingAgent(StubAgent):
+    """A stub agent that also records the most rollouts it held at once."""
+
+    in_flight = 0
+    most_in_flight = 0
+
+    async def _answer(self, kind: str, row: dict[str, Any]) -> JSONResponse:
+        self.in_flight += 1
+        self.most_in_flight = max(self.most_in_flight, self.in_flight)
+        try:
+            await asyncio.sleep(0.01)  # lets other rollouts arrive while this one is held
+            return await super()._answer(kind, row)
+        finally:
+            self.in_flight -= 1
+
+
+@pytest.mark.usefixtures("empty_workdir")
+@pytest.mark.parametrize("command", ["ng_collect_rollouts", "ng_e2e_collect_rollouts"])
+def test_every_nemo_gym_key_is_accepted(command: str) -> None:
+    keys = [f"+{key}={value}" for key, value in ACCEPTED.items()]
+    if command == "ng_collect_rollouts":
+        app, args = collect_app, ["+input_jsonl_fpath=missing.jsonl", "+output_jsonl_fpath=o.jsonl", *keys]
+    else:
+        app, args = e2e_app, ["+split=example", "+output_jsonl_fpath=o.jsonl", "+data_source=gitlab", *keys]
+    result = CliRunner().invoke(app, args)
+    assert "not offered" not in result.output, result.output
+    assert "unknown option" not in result.output, result.output
+
+
+async def test_interleave_repeats_starts_them_round_by_round(tmp_path: Path) -> None:
+    agent = StubAgent()
+    source = write_rows(tmp_path / "in.jsonl", rows(3))
+    with serve_in_thread(agent.build_app()) as url:
+        config = CollectConfig(
+            agent_name="stub",
+            agent_urls={"stub": url},
+            input_jsonl_fpath=source,
+            output_jsonl_fpath=tmp_path / "out.jsonl",
+            num_repeats=2,
+            num_samples_in_parallel=1,
+            interleave_repeats=True,
+        )
+        result = await collect_rollouts(config, view=NullView())
+    assert result.exit_code == 0
+    abcabc = [(t, k) for k in range(2) for t in range(3)]
+    assert [(r["_ng_task_index"], r["_ng_rollout_index"]) for r in agent.received] == abcabc
+    materialized = read_jsonl(tmp_path / "out_materialized_inputs.jsonl")
+    assert [(r["_ng_task_index"], r["_ng_rollout_index"]) for r in materialized] == abcabc
+
+
+async def test_max_resident_rollout_tasks_caps_the_rollouts_held(tmp_path: Path) -> None:
+    agent = CountingAgent()
+    source = write_rows(tmp_path / "in.jsonl", rows(8))
+    with serve_in_thread(agent.build_app()) as url:
+        config = CollectConfig(
+            agent_name="stub",
+            agent_urls={"stub": url},
+            input_jsonl_fpath=source,
+            output_jsonl_fpath=tmp_path / "out.jsonl",
+            num_samples_in_parallel=8,
+            max_resident_rollout_tasks=2,
+        )
+        result = await collect_rollouts(config, view=NullView())
+    assert (result.succeeded, result.exit_code) == (8, 0)
+    assert 1 <= agent.most_in_flight <= 2
+
+
+async def test_a_spent_dispatch_budget_starts_nothing_and_a_resume_runs_it(tmp_path: Path) -> None:
+    agent = StubAgent()
+    source = write_rows(tmp_path / "in.jsonl", rows(3, expected_reward=1.0))
+    output = tmp_path / "out.jsonl"
+    with serve_in_thread(agent.build_app()) as url:
+        spent = CollectConfig(
+            agent_name="stub",
+            agent_urls={"stub": url},
+            input_jsonl_fpath=source,
+            output_jsonl_fpath=output,
+            num_repeats=2,
+            dispatch_budget_s=0,
+            count_missing_rollouts_as_zero=True,
+        )
+        result = await collect_rollouts(spent, view=NullView())
+        assert agent.received == []
+        assert (result.succeeded, result.failed, result.not_started, result.exit_code) == (0, 0, 6, 1)
+        assert any("6 rollouts not started: dispatch_budget_s=0" in note for note in result.notes)
+        assert not (tmp_path / "out_failures.jsonl").exists()  # not started is not failed
+        (entry,) = orjson.loads((tmp_path / "out_aggregate_metrics.json").read_bytes())
+        assert entry["agent_metrics"]["mean/reward"] == 0.0  # six missing rollouts counted as zeros
+        assert len(entry["group_level_metrics"]) == 3
+
+        resumed = spent.model_copy(update={"dispatch_budget_s": None})
+        result = await collect_rollouts(resumed, view=NullView())
+    assert (result.succeeded, result.not_started, result.exit_code) == (6, 0, 0)
+    (entry,) = orjson.loads((tmp_path / "out_aggregate_metrics.json").read_bytes())
+    assert entry["agent_metrics"]["mean/reward"] == 1.0
+
+
+@pytest.mark.parametrize("counted", [["agent_run_error"], ["http_5xx"], []])
+async def test_failures_of_the_classes_asked_for_count_as_zeros(tmp_path: Path, counted: list[str]) -> None:
+    agent = StubAgent()
+    source = write_rows(
+        tmp_path / "in.jsonl",
+        [
+            *rows(2, expected_reward=1.0),
+            {"id": 9, "responses_create_params": {"input": "q"}, "fault": "http_500"},
+        ],
+    )
+    with serve_in_thread(agent.build_app()) as url:
+        config = CollectConfig(
+            agent_name="stub",
+            agent_urls={"stub": url},
+            input_jsonl_fpath=source,
+            output_jsonl_fpath=tmp_path / "out.jsonl",
+            max_attempts=1,
+            count_failure_classes_as_zero=counted,
+        )
+        result = await collect_rollouts(config, view=NullView())
+    assert (result.succeeded, result.failed) == (2, 1)
+    (entry,) = orjson.loads((tmp_path / "out_aggregate_metrics.json").read_bytes())
+    if counted:  # NeMo Gym's class (HTTP 500 from the agent: agent_run_error) or our kind
+        assert entry["agent_metrics"]["mean/reward"] == pytest.approx(2 / 3)
+        assert [g["_ng_task_index"] for g in entry["group_level_metrics"]] == [0, 1, 2]
+    else:
+        assert entry["agent_metrics"]["mean/reward"] == 1.0
+        assert [g["_ng_task_index"] for g in entry["group_level_metrics"]] == [0, 1]
+
+
+async def test_resume_from_cache_false_starts_over_and_true_resumes(tmp_path: Path) -> None:
+    agent = StubAgent()
+    source = write_rows(tmp_path / "in.jsonl", rows(2))
+    with serve_in_thread(agent.build_app()) as url:
+        config = CollectConfig(
+            agent_name="stub",
+            agent_urls={"stub": url},
+            input_jsonl_fpath=source,
+            output_jsonl_fpath=tmp_path / "out.jsonl",
+        )
+        await collect_rollouts(config, view=NullView())
+        await collect_rollouts(config.model_copy(update={"resume_from_cache": True}), view=NullView())
+        assert len(agent.received) == 2  # resumed: nothing left to run
+        result = await collect_rollouts(
+            config.model_copy(update={"resume_from_cache": False}), view=NullView()
+        )
+    assert len(agent.received) == 4  # started over, as NeMo Gym clears the output
+    assert (result.succeeded, len(read_jsonl(tmp_path / "out.jsonl"))) == (2, 2)
