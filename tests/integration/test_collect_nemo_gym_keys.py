@@ -19,6 +19,7 @@ from typer.testing import CliRunner
 
 from ng_cli.commands.collect import app as collect_app
 from ng_cli.commands.e2e_collect import app as e2e_app
+from ng_cli.head import build_head_app
 from ng_cli.rollouts import CollectConfig, collect_rollouts
 from ng_cli.rollouts.progress import NullView
 from ng_cli.servers.app import JSONResponse
@@ -201,3 +202,45 @@ async def test_resume_from_cache_false_starts_over_and_true_resumes(tmp_path: Pa
         )
     assert len(agent.received) == 4  # started over, as NeMo Gym clears the output
     assert (result.succeeded, len(read_jsonl(tmp_path / "out.jsonl"))) == (2, 2)
+
+
+async def test_the_collectors_aggregate_metrics_run_the_environments_hooks(tmp_path: Path) -> None:
+    """The stack's config comes from the head server (`GET /config`), as NeMo Gym's collector asks
+    its environments; math_with_judge's hooks give pass@k and majority@k, not `mean/*` alone."""
+    agent = StubAgent()
+    config_tree = {
+        "math_with_judge": {"resources_servers": {"math_with_judge": {"entrypoint": "app.py"}}},
+        "math_agent": {
+            "responses_api_agents": {
+                "simple_agent": {
+                    "entrypoint": "app.py",
+                    "resources_server": {"type": "resources_servers", "name": "math_with_judge"},
+                    "model_server": {"type": "responses_api_models", "name": "policy_model"},
+                }
+            }
+        },
+    }
+    source = write_rows(
+        tmp_path / "in.jsonl",
+        rows(2, expected_reward=1.0, library_reward=1.0, extracted_answer="4", agent_ref="math_agent"),
+    )
+    with serve_in_thread(agent.build_app()) as agent_url:
+        listed = [
+            {"name": "math_agent", "server_type": "responses_api_agents", "url": agent_url, "is_ready": True}
+        ]
+        head = build_head_app(config=config_tree, servers=lambda: listed)
+        with serve_in_thread(head) as head_url:
+            config = CollectConfig(
+                head_server_url=head_url,
+                input_jsonl_fpath=source,
+                output_jsonl_fpath=tmp_path / "out.jsonl",
+                num_repeats=2,
+            )
+            result = await collect_rollouts(config, view=NullView())
+    assert (result.succeeded, result.notes) == (4, [])
+    (entry,) = orjson.loads((tmp_path / "out_aggregate_metrics.json").read_bytes())
+    assert entry["agent_ref"] == {"name": "math_agent"}
+    assert entry["key_metrics"]["pass@2/symbolic_accuracy"] == 100.0
+    assert entry["key_metrics"]["majority@2/symbolic_accuracy"] == 100.0
+    assert "mean/reward" not in entry["key_metrics"]
+    assert "per_sample_aggregate" in entry["agent_metrics"]
