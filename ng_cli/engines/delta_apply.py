@@ -55,9 +55,10 @@ def _dtypes() -> dict[str, Any]:
             "BOOL": torch.bool, "F8_E4M3": torch.float8_e4m3fn, "F8_E5M2": torch.float8_e5m2}  # fmt: skip
 
 
-def read_safetensors(path: str) -> dict[str, Any]:
-    """Every tensor of one safetensors file, on the CPU, over a private mapping of the file (pages are
-    read where a tensor is used: a copy to the GPU reads them straight from the page cache)."""
+def read_safetensors(path: str, device: Any = None) -> dict[str, Any]:
+    """Every tensor of one safetensors file: on the CPU, views of a private mapping of the file (pages
+    are read where a tensor is used); on `device`, views of one copy of the whole file there (one
+    transfer, not one per tensor)."""
     import torch
 
     dtypes = _dtypes()
@@ -66,6 +67,8 @@ def read_safetensors(path: str) -> dict[str, Any]:
         length = int.from_bytes(handle.read(8), "little")
         header = json.loads(handle.read(length))
     raw = torch.from_file(path, shared=False, size=size, dtype=torch.uint8)[8 + length :]
+    if device is not None:
+        raw = raw.to(device)
     tensors: dict[str, Any] = {}
     for name, entry in header.items():
         if name == "__metadata__":
@@ -73,7 +76,7 @@ def read_safetensors(path: str) -> dict[str, Any]:
         begin, end = entry["data_offsets"]
         dtype = dtypes[entry["dtype"]]
         data = raw[begin:end]
-        if (8 + length + begin) % dtype.itemsize:  # a writer that did not align: copy, then view
+        if (raw.storage_offset() + begin) % dtype.itemsize:  # a writer that did not align: copy, then view
             data = data.clone()
         tensors[name] = data.view(dtype).reshape(entry["shape"])
     return tensors
@@ -87,9 +90,7 @@ def read_delta(path: str, device: Any = None) -> list[Patch]:
     stored: dict[str, Any] = {}
     for file in sorted(os.listdir(path)):
         if file.endswith(".safetensors"):
-            stored.update(read_safetensors(os.path.join(path, file)))
-    if device is not None:
-        stored = {name: tensor.to(device) for name, tensor in stored.items()}
+            stored.update(read_safetensors(os.path.join(path, file), device))
     patches: list[Patch] = []
     for name, entry in manifest["tensors"].items():
         shape = tuple(int(n) for n in entry["shape"])

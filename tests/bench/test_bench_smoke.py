@@ -24,6 +24,9 @@ from pathlib import Path
 import pytest
 
 from ng_cli.toolchain.local_vllm import vllm_venv_python
+from ng_cli.training.delta import make_delta
+from tests.fixtures import checkpoints
+from tests.fixtures.delta_checkpoints import bump, edited
 from tests.fixtures.engine_env import require_vllm_env
 from tests.fixtures.stack.harness import MARKER_VAR, marked_pids
 from tests.fixtures.wheelhouse import make_wheel, write_wheelhouse
@@ -86,6 +89,26 @@ def _tiny_gemma(tmp: Path) -> list[str]:
     return ["--model", str(model)]
 
 
+def _changed_from(tmp: Path) -> list[str]:
+    """B' and the delta from the embedded model (a copy: the script writes beside nothing of ours)."""
+    a = checkpoints.copy(ROOT / "models" / "tiny-weather", tmp / "A")
+    return ["--changed-from", str(a), "--delta-out", str(tmp / "delta")]
+
+
+def _delta_inputs(tmp: Path) -> list[str]:
+    """A (the embedded model, as the stack boots it), B = A with a few elements changed, the maker's
+    delta A -> B, and the CPU stack's configs."""
+    a = checkpoints.copy(ROOT / "models" / "tiny-weather", tmp / "A")
+    b = edited(a, tmp / "B", {"model.norm.weight": bump(range(0, 256, 3), 0.5)})
+    make_delta(a, b, tmp / "delta")
+    return [
+        "--config", "resources_servers/example_single_tool_call/configs/example_single_tool_call.yaml",
+        "--config", "responses_api_models/local_vllm_model/configs/tiny_weather_cpu.yaml",
+        "--checkpoint-a", str(a), "--checkpoint-b", str(b), "--delta", str(tmp / "delta"),
+        "--workdir", str(tmp / "work"),
+    ]  # fmt: skip
+
+
 def _pg_inputs(_tmp: Path) -> list[str]:
     model = ROOT / "models" / "tiny-weather"
     return ["--base", str(model), "--weights", str(model), "--noise", "0.5"]
@@ -114,6 +137,15 @@ SMOKES = [
         prepare=_tiny_llama_config,
     ),
     Smoke("gemma_dummy_refit.py", "", engine=True, engine_python=True, prepare=_tiny_gemma),
+    Smoke(
+        "make_random_checkpoint.py",
+        "--fraction 0.02",
+        out_flag="--report",
+        engine=True,
+        engine_python=True,
+        prepare=_changed_from,
+    ),
+    Smoke("weight_delta.py", "--rounds 1", out_flag="--output", engine=True, prepare=_delta_inputs),
 ]
 RUN_BY_THEIR_OWN_TEST = {
     "policy_gradient.py": "tests/bench/test_learning_curve.py: its learning curve, checked from the rows",
@@ -137,7 +169,11 @@ def _marks(smoke: Smoke) -> list[pytest.MarkDecorator]:
 
 
 def _id(smoke: Smoke) -> str:
-    return smoke.script.removesuffix(".py") + ("-stream" if "--stream" in smoke.args else "")
+    return (
+        smoke.script.removesuffix(".py")
+        + ("-stream" if "--stream" in smoke.args else "")
+        + ("-delta" if "--fraction" in smoke.args else "")
+    )
 
 
 def test_every_bench_script_has_a_smoke_run_or_a_reason() -> None:
