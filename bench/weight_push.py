@@ -221,7 +221,7 @@ class Trainer:
         else:
             from vllm.distributed.weight_transfer.nccl_engine import NCCLWeightTransferEngine
 
-            workers = int(client.push("get_world_size", None)[0]["world_size"])
+            workers = int(client.push("get_world_size", None)["results"][0]["world_size"])
             info = {"master_address": "127.0.0.1", "master_port": self.group_port, "rank_offset": 1,
                     "world_size": workers + 1}  # fmt: skip
             marks["nccl_world_size"] = workers + 1
