@@ -8,6 +8,9 @@ dev mode), so the source is its own start-up log, read line by line as it stream
         pipeline_parallel_size=1, data_parallel_size=2, ...  (once per engine core)
     [EP Rank 0/2] Expert parallelism is enabled. ...        (once per worker, only when EP > 1)
 
+    EngineCore failed to start.                            vLLM gave up starting; then its cause,
+    RuntimeError: Worker failed with error '...'           the first `...Error: ...` line after it
+
 The expert-parallel size an engine really uses is the N of `[EP Rank r/N]`; an engine that
 loaded MoE layers with EP 1 logs no such line, which is exactly the silent failure of the seeds'
 pull request, so a configured EP > 1 with no line reads as effective EP 1.
@@ -28,6 +31,8 @@ _ENGINE_CONFIG = re.compile(
 )
 _SIZE = re.compile(r"\b(tensor|pipeline|data)_parallel_size=(\d+)")
 _EP_RANK = re.compile(r"\[EP Rank (\d+)/(\d+)\] Expert parallelism is enabled")
+_START_FAILED = "EngineCore failed to start"
+_ERROR = re.compile(r"\b(?P<error>[A-Za-z_.]*(?:Error|Exception)): (?P<message>.+)")
 
 
 @dataclass
@@ -41,8 +46,18 @@ class EngineFacts:
     data_parallel_sizes: set[int] = field(default_factory=set)
     ep_ranks: dict[int, int] = field(default_factory=dict)
     """EP rank -> the EP size it reported."""
+    start_failed: bool = False
+    """vLLM logged that its engine core failed to start. Its process does not always exit then: on
+    two H200s a TP 2 engine whose workers crashed (CUDA errors) kept its API server up, and ng_run
+    waited out the whole start-up timeout for an engine that had already given up."""
+    start_failure: str | None = None
+    """The first error line after that: what failed."""
 
     def feed(self, line: str) -> None:
+        if _START_FAILED in line:
+            self.start_failed = True
+        elif self.start_failed and self.start_failure is None and (match := _ERROR.search(line)):
+            self.start_failure = f"{match['error']}: {match['message'].strip()}"[:400]
         if "ng_engine:" in line and (match := _VERSIONS.search(line)):
             self.vllm_version, self.torch_version = match["vllm"], match["torch"]
         elif "Initializing a V1 LLM engine" in line and (match := _ENGINE_CONFIG.search(line)):

@@ -58,6 +58,9 @@ _ROUND_S = 0.25
 """How often start-up probes every engine that is not ready yet."""
 _MAX_BACKOFF_S = 30.0
 _NOT_PLACED_RETRY_S = 1.0
+FAILED_START_GRACE_S = 15.0
+"""How long an engine that logged "EngineCore failed to start" gets to exit by itself before ng_run
+stops it and says why (vLLM's API server normally exits within a second or two)."""
 _LAUNCHER = "ng_run"
 
 
@@ -71,6 +74,8 @@ class _Engine:
     ready_s: float | None = None
     restart_at: float | None = None
     probed_at: float = 0.0
+    start_failed_at: float | None = None
+    """When ng_run first saw that vLLM had given up starting while the process stayed up."""
 
     @property
     def key(self) -> tuple[str, int]:
@@ -243,6 +248,7 @@ class EngineFleet:
         self.before_spawn(engine.spec)
         engine.facts = EngineFacts()
         engine.ready_s = None
+        engine.start_failed_at = None
         engine.started_at = self.clock()
         facts = engine.facts
 
@@ -334,6 +340,19 @@ class EngineFleet:
         code = engine.child.exit_code()
         if code is not None:
             raise self._death_error(engine, code, when="before it was ready")
+        if engine.facts.start_failed:
+            now = self.clock()
+            if engine.start_failed_at is None:
+                engine.start_failed_at = now
+            elif now - engine.start_failed_at >= FAILED_START_GRACE_S:
+                engine.child.kill()
+                engine.child.wait(5.0)
+                raise LaunchError(
+                    f"engine '{engine.spec.name}' (pid {engine.child.pid}) logged 'EngineCore failed to start' "
+                    f"({engine.facts.start_failure or 'its cause is in the lines below'}) and had not exited "
+                    f"{FAILED_START_GRACE_S:.0f} s later: ng_run stopped it{tail_text(engine.spec.name, engine.child)}",
+                    hint="the lines above are its last output; fix the cause, then rerun ng_run",
+                )
 
     def _schedule_restart(self, engine: _Engine, now: float) -> None:
         assert engine.child is not None

@@ -20,6 +20,7 @@ EXPECTED = {
     "gpu_two_replicas.yaml": ("qwen2", 0, [(("0",), 1), (("0",), 1)]),
     "gpu_dense_8b_weights.yaml": ("llama", 0, [(("0",), 1)]),
     "gpu_dense_8b_push_ipc.yaml": ("llama", 0, [(("0",), 1)]),
+    "gpu_dense_8b_push_nccl.yaml": ("llama", 0, [(("0",), 1)]),
     "gpu_dense_8b_dummy.yaml": ("llama", 0, [(("0",), 1)]),
     "gpu_gemma3_quirk.yaml": ("gemma3_text", 0, [(("0",), 1)]),
     "moe_dp2_ep2.yaml": ("qwen3_moe", 16, [(("0", "1"), 2)]),
