@@ -262,7 +262,9 @@ def plan_engines(
 
     checked = check_engine_config(config, env=env, devices=devices, at=at)
     shape = checked.shape
-    kwargs, notes = apply_quirks(checked.kwargs, model_type=checked.info.model_type, env=env)
+    kwargs, notes = apply_quirks(
+        checked.kwargs, model_type=checked.info.model_type, env=env, tensor_parallel_size=shape.tp
+    )
     kwargs = weight_update_kwargs(config, kwargs, at=at)
     public_kwargs, secret_env = split_secret_kwargs(kwargs, where=at("vllm_serve_kwargs"))
     if not devices:

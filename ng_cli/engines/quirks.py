@@ -68,9 +68,26 @@ ENGINE_DEFAULTS: Mapping[str, tuple[Any, str]] = {
 }
 """Options with a default other than vLLM's: (value, why). An explicit value in the config wins."""
 
+MULTICAST_OFF_ENV = ("NCCL_NVLS_ENABLE", "TORCH_SYMM_MEM_DISABLE_MULTICAST", "NVSHMEM_DISABLE_NVLS")
+"""Switches that turn NVLink multicast off (`NCCL_NVLS_ENABLE=0`, the others `=1`): shared GPU hosts
+set them, because a program that uses multicast can take the host's GPUs down for everyone."""
+
+ALLREDUCE_FUSION_OFF_REASON = (
+    "NVLink multicast is off here ({switch}), and vLLM 0.26 fuses tensor parallelism's all-reduce with "
+    "RMSNorm through FlashInfer's 'mnnvl' all-reduce, which needs it: on two H200s with multicast "
+    "off, a TP 2 engine crashed in its first forward pass (an illegal memory access, then "
+    "CUBLAS_STATUS_INTERNAL_ERROR; bench/results/gpu/efficiency_8b_tp2_*_ng_run.log); without the "
+    "fusion the all-reduce is NCCL's. Set compilation_config.pass_config.fuse_allreduce_rms yourself "
+    "to decide otherwise"
+)
+
 
 def apply_quirks(
-    kwargs: Mapping[str, Any], *, model_type: str | None, env: Mapping[str, str]
+    kwargs: Mapping[str, Any],
+    *,
+    model_type: str | None,
+    env: Mapping[str, str],
+    tensor_parallel_size: int = 1,
 ) -> tuple[dict[str, Any], list[Note]]:
     """The `vllm serve` options after defaults and quirks, and the notes that explain each change."""
     result = dict(kwargs)
@@ -94,6 +111,7 @@ def apply_quirks(
                 notes.append(
                     Note("info", f"{key}: {_shown(value)} for model_type {model_type!r}: {quirk.reason}")
                 )
+    notes.extend(_allreduce_fusion_off(result, env, tensor_parallel_size))
     if env.get(USE_V1_ENV, "").strip() == "0":
         notes.append(
             Note(
@@ -103,6 +121,34 @@ def apply_quirks(
             )
         )
     return result, notes
+
+
+def _allreduce_fusion_off(
+    kwargs: dict[str, Any], env: Mapping[str, str], tensor_parallel_size: int
+) -> list[Note]:
+    """`fuse_allreduce_rms: false` for TP > 1 where multicast is off and the user left it unset."""
+    switch = next(
+        (
+            f"{name}={env[name]}"
+            for name in MULTICAST_OFF_ENV
+            if env.get(name, "").strip() == ("0" if name == "NCCL_NVLS_ENABLE" else "1")
+        ),
+        None,
+    )
+    if switch is None or tensor_parallel_size <= 1:
+        return []
+    compilation = kwargs.get("compilation_config") or {}
+    if not isinstance(compilation, Mapping):
+        return []  # a JSON string or a level number: the user's own, left as given
+    pass_config = compilation.get("pass_config") or {}
+    if not isinstance(pass_config, Mapping) or "fuse_allreduce_rms" in pass_config:
+        return []
+    kwargs["compilation_config"] = {
+        **compilation,
+        "pass_config": {**pass_config, "fuse_allreduce_rms": False},
+    }
+    reason = ALLREDUCE_FUSION_OFF_REASON.format(switch=switch)
+    return [Note("info", f"compilation_config.pass_config.fuse_allreduce_rms: false: {reason}")]
 
 
 def sample_timeout_s(env: Mapping[str, str]) -> float:

@@ -108,3 +108,37 @@ def test_apply_quirks_leaves_the_input_alone() -> None:
     result, _ = apply_quirks(asked, model_type="gemma3", env={})
     assert asked == {"load_format": "dummy"}
     assert result["load_format"] == "auto"
+
+
+@pytest.mark.parametrize("switch", [("NCCL_NVLS_ENABLE", "0"), ("TORCH_SYMM_MEM_DISABLE_MULTICAST", "1")])
+def test_tensor_parallel_where_multicast_is_off_runs_without_the_allreduce_fusion(
+    switch: tuple[str, str],
+) -> None:
+    kwargs, notes = apply_quirks(
+        {"compilation_config": {"mode": 3}}, model_type="llama", env=dict([switch]), tensor_parallel_size=2
+    )
+    assert kwargs["compilation_config"] == {"mode": 3, "pass_config": {"fuse_allreduce_rms": False}}
+    assert any(
+        "fuse_allreduce_rms: false" in note.text and f"{switch[0]}={switch[1]}" in note.text for note in notes
+    )
+
+
+def test_the_allreduce_fusion_is_left_alone_without_tp_without_the_switch_or_when_the_user_set_it() -> None:
+    off = {"NCCL_NVLS_ENABLE": "0"}
+    for kwargs, env in (
+        ({"tensor_parallel_size": 1}, off),
+        ({"tensor_parallel_size": 2}, {"NCCL_NVLS_ENABLE": "1"}),
+        (
+            {"tensor_parallel_size": 2, "compilation_config": {"pass_config": {"fuse_allreduce_rms": True}}},
+            off,
+        ),
+    ):
+        result, notes = apply_quirks(kwargs, model_type="llama", env=env)
+        assert result.get("compilation_config") == kwargs.get("compilation_config")
+        assert not any("fuse_allreduce_rms" in note.text for note in notes)
+
+
+def test_the_fusion_switch_reaches_the_engine_argv(tmp_path: Path) -> None:
+    argv, _ = _plan(_model(tmp_path, "llama"), env={"NCCL_NVLS_ENABLE": "0"}, tensor_parallel_size=2)
+    at = argv.index("--compilation-config")
+    assert json.loads(argv[at + 1]) == {"pass_config": {"fuse_allreduce_rms": False}}
