@@ -79,7 +79,7 @@ def check_experts(model: Any, weights_path: str, *, budget_bytes: int, seed: int
     if mismatches:
         raise ExpertMismatchError(
             f"EP rank {result['ep_rank']} of {result['ep_size'] or 1}: {len(mismatches)} of {result['checked']} "
-            f"checked experts differ from the files in {weights_path}: "
+            "checked experts differ from the checkpoint's files: "
             + ", ".join(mismatches[:5])
             + (f" and {len(mismatches) - 5} more" if len(mismatches) > 5 else "")
         )

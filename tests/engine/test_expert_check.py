@@ -140,7 +140,7 @@ def test_each_rank_is_checked_against_its_own_experts_in_the_files(tmp_path: Pat
     # Expert 3 of layer 1 changed in the files: rank 1 holds it and fails, naming it; rank 0 does not.
     assert got["rank0_other_expert_changed"]["exact"] == 4
     error = got["rank1_other_expert_changed"]["error"]
-    assert error.startswith("EP rank 1 of 2: 1 of 4 checked experts differ from the files in ")
+    assert error.startswith("EP rank 1 of 2: 1 of 4 checked experts differ from the checkpoint's files")
     assert error.endswith(": model.layers.1.mlp.experts expert 3 (w2)")
 
     # A kernel's repacked layout keeps the values: compared as multisets, and counted apart.
