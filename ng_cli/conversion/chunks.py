@@ -79,11 +79,16 @@ class ChunkAccumulator:
     def _add_choice(self, choice: dict[str, Any]) -> ChunkDelta:
         if choice.get("finish_reason") is not None:
             self.finish_reason = choice["finish_reason"]
+        # extended in place: a new list per chunk would copy the whole answer at every token
         if isinstance(choice.get("token_ids"), list):
-            self.token_ids = (self.token_ids or []) + choice["token_ids"]
+            if self.token_ids is None:
+                self.token_ids = []
+            self.token_ids.extend(choice["token_ids"])
         logprobs = choice.get("logprobs")
         if isinstance(logprobs, dict) and isinstance(logprobs.get("content"), list):
-            self.logprobs = (self.logprobs or []) + logprobs["content"]
+            if self.logprobs is None:
+                self.logprobs = []
+            self.logprobs.extend(logprobs["content"])
         delta = choice.get("delta") or {}
         content = delta.get("content") or ""
         if content:
