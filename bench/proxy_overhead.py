@@ -37,6 +37,7 @@ import itertools
 import json
 import os
 import platform
+import signal
 import socket
 import statistics
 import subprocess
@@ -699,6 +700,288 @@ def write_stream_results(samples: list[StreamSample], args: argparse.Namespace) 
     Console().print(f"wrote {args.out}")
 
 
+# ---------------------------------------------------------------------------------------------
+# The RL shape (--rl): token ids + logprobs on every call, many calls at once, at GPU rates
+# ---------------------------------------------------------------------------------------------
+
+RL_RESULTS = ROOT / "bench" / "results" / "proxy_overhead_rl.json"
+STAND_IN = Path(__file__).with_name("_vllm_stand_in.py")
+RL_INPUT = "What is the weather in Paris today? " * 12
+
+
+@dataclass
+class RlRun:
+    round: int
+    concurrency: int
+    stream: bool
+    path: str
+    tokens: int
+    seconds: float
+    tokens_per_s: float
+    failures: int
+    cpu_s_per_1k_tokens: float | None
+    """The path's model server process's CPU seconds (utime + stime) per 1,000 generated tokens."""
+
+
+def start_rl_model(
+    upstream: str, *, workdir: Path, label: str, src: Path | None, profile: Path | None
+) -> tuple[subprocess.Popen[bytes], str]:
+    """vllm_model in the training configuration (token ids + logprobs), from this tree or `src`."""
+    port = _free_port()
+    app = (src or ROOT) / "responses_api_models" / "vllm_model" / "app.py"
+    spec = ServerSpec(
+        name="policy_model",
+        server_type="responses_api_models",
+        implementation="vllm_model",
+        app_path=str(app),
+        config={
+            "base_url": f"{upstream}/v1",
+            "api_key": API_KEY,
+            "model": MODEL,
+            "return_token_id_information": True,
+            "uses_reasoning_parser": False,
+        },
+        port=port,
+        session_secret="bench-secret",
+    )
+    spec_path = workdir / f"spec-{label}.json"
+    write_spec(spec, spec_path)
+    env = dict(os.environ)
+    if src is not None:  # ahead of the editable install's finder, which comes last on sys.meta_path
+        env["PYTHONPATH"] = str(src)
+    command = [sys.executable]
+    if profile is not None:
+        command += ["-m", "cProfile", "-o", str(profile)]
+    command += ["-m", "ng_cli.servers.child", str(spec_path)]
+    log = (workdir / f"vllm_model-{label}.log").open("wb")
+    process = subprocess.Popen(command, stdout=log, stderr=log, env=env, cwd=src or ROOT)
+    return process, f"http://127.0.0.1:{port}"
+
+
+async def rl_drive(
+    http: aiohttp.ClientSession,
+    target: tuple[str, bytes, dict[str, str]],
+    *,
+    concurrency: int,
+    calls: int,
+    stream: bool,
+    is_chat: bool,
+    tokens_per_call: int,
+) -> tuple[int, float, int]:
+    """(generated tokens, seconds, failures) of `calls` calls made by `concurrency` callers."""
+    url, body, headers = target
+    left = calls
+    tokens = failures = 0
+    errors: dict[str, int] = {}
+    # 128 tokens of max_output_tokens 128 end with finish_reason "length": response.incomplete
+    finals = (b"data: [DONE]",) if is_chat else (b"event: response.completed", b"event: response.incomplete")
+
+    async def one() -> int:
+        async with http.post(url, data=body, headers=headers) as response:
+            if response.status != 200:
+                text = (await response.read())[:300].decode(errors="replace")
+                key = f"{response.status} {text}"
+                errors[key] = errors.get(key, 0) + 1
+                return -1
+            if not stream:
+                usage = orjson.loads(await response.read())["usage"]
+                return int(usage["completion_tokens" if is_chat else "output_tokens"])
+            done = False
+            async for line in response.content:
+                done = done or line.startswith(finals)
+            return tokens_per_call if done else -1
+
+    async def caller() -> None:
+        nonlocal left, tokens, failures
+        while left > 0:
+            left -= 1
+            got = await one()
+            if got < 0:
+                failures += 1
+            else:
+                tokens += got
+
+    started = time.perf_counter()
+    await asyncio.gather(*(caller() for _ in range(concurrency)))
+    for error, count in sorted(errors.items(), key=lambda kv: -kv[1])[:3]:
+        Console().print(f"  {count} x {error}", markup=False)
+    return tokens, time.perf_counter() - started, failures
+
+
+def start_stand_in(args: argparse.Namespace) -> tuple[subprocess.Popen[bytes], str]:
+    """The stand-in vLLM (bench/_vllm_stand_in.py) in its own process, and its URL."""
+    port = _free_port()
+    command = [sys.executable, str(STAND_IN), str(port), "--tokens", str(args.tokens)]
+    command += ["--tokens-per-s", str(args.tokens_per_s), "--prompt-tokens", str(args.prompt_tokens)]
+    return subprocess.Popen(command), f"http://127.0.0.1:{port}"
+
+
+async def measure_rl(args: argparse.Namespace) -> None:
+    """Direct vs through vllm_model (this tree, and `--baseline-src` if given), interleaved rounds."""
+    upstream_process, upstream = start_stand_in(args)
+    sources: dict[str, Path | None] = {"vllm_model": None}
+    if args.baseline_src:
+        sources["vllm_model@base"] = args.baseline_src
+    runs: list[RlRun] = []
+    models: dict[str, tuple[subprocess.Popen[bytes], str]] = {}
+    connector = aiohttp.TCPConnector(limit=0)
+    timeout = aiohttp.ClientTimeout(total=600)
+    try:
+        async with aiohttp.ClientSession(
+            connector=connector, timeout=timeout, cookie_jar=aiohttp.DummyCookieJar()
+        ) as http:
+            await wait_ready(http, upstream, upstream_process)
+            with tempfile.TemporaryDirectory(prefix="ng-bench-") as workdir:
+                try:
+                    for label, src in sources.items():
+                        profile = args.profile / f"{label}.prof" if args.profile and src is None else None
+                        models[label] = start_rl_model(
+                            upstream,
+                            workdir=Path(workdir),
+                            label=label.replace("@", "-"),
+                            src=src,
+                            profile=profile,
+                        )
+                    for process, url in models.values():
+                        await wait_ready(http, url, process)
+                    runs = await _rl_rounds(http, upstream, models, args)
+                finally:
+                    for process, _ in models.values():
+                        # SIGINT: uvicorn re-raises the signal it stopped on, and only a
+                        # KeyboardInterrupt (not SIGTERM's default action) lets cProfile write
+                        process.send_signal(signal.SIGINT)
+                    for process, _ in models.values():
+                        process.wait(timeout=60)
+    finally:
+        upstream_process.terminate()
+        upstream_process.wait(timeout=10)
+    summary = rl_summary(runs)
+    render_rl(summary, args, Console(width=160))
+    result = {
+        "machine": _machine(),
+        "load_average": os.getloadavg(),
+        "settings": {
+            key: str(value) if isinstance(value, Path) else value for key, value in vars(args).items()
+        },
+        "summary": summary,
+        "runs": [asdict(run) for run in runs],
+    }
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(result, indent=2) + "\n")
+    Console().print(f"wrote {args.out}")
+    if args.profile:
+        _print_profile(args.profile / "vllm_model.prof")
+
+
+async def _rl_rounds(
+    http: aiohttp.ClientSession,
+    upstream: str,
+    models: dict[str, tuple[subprocess.Popen[bytes], str]],
+    args: argparse.Namespace,
+) -> list[RlRun]:
+    responses = {"input": RL_INPUT, "max_output_tokens": args.tokens, "temperature": 1.0}
+    chat = {
+        "model": MODEL, "messages": [{"role": "user", "content": RL_INPUT}], "max_tokens": args.tokens,
+        "temperature": 1.0, "logprobs": True, "top_logprobs": 0, "return_token_ids": True,
+        "return_tokens_as_token_ids": True,
+    }  # fmt: skip
+    json_headers = {"Content-Type": "application/json"}
+    runs: list[RlRun] = []
+    for stream in args.rl_streams:
+        direct = (f"{upstream}/v1/chat/completions", orjson.dumps({**chat, "stream": stream} if stream else chat),
+                  {**json_headers, "Authorization": f"Bearer {API_KEY}"})  # fmt: skip
+        body = orjson.dumps({**responses, "stream": True} if stream else responses)
+        targets = {"direct": (direct, None)} | {
+            label: ((f"{url}/v1/responses", body, json_headers), process)
+            for label, (process, url) in models.items()
+        }
+        for (target, _process), label in zip(targets.values(), targets, strict=True):  # warm-up
+            await rl_drive(
+                http,
+                target,
+                concurrency=16,
+                calls=32,
+                stream=stream,
+                is_chat=label == "direct",
+                tokens_per_call=args.tokens,
+            )
+        for concurrency in args.rl_concurrency:
+            for round_ in range(args.rounds):
+                order = list(targets)
+                order = order[round_ % len(order) :] + order[: round_ % len(order)]
+                for label in order:
+                    target, process = targets[label]
+                    before = cpu_seconds(process.pid) if process else 0.0
+                    tokens, seconds, failures = await rl_drive(
+                        http, target, concurrency=concurrency, calls=args.waves * concurrency,
+                        stream=stream, is_chat=label == "direct", tokens_per_call=args.tokens,
+                    )  # fmt: skip
+                    cpu = (cpu_seconds(process.pid) - before) / tokens * 1000 if process and tokens else None
+                    run = RlRun(
+                        round_, concurrency, stream, label, tokens, seconds, tokens / seconds, failures, cpu
+                    )
+                    runs.append(run)
+                    Console().print(
+                        f"round {round_} c={concurrency} {'stream' if stream else 'whole'} {label}: "
+                        f"{run.tokens_per_s:.0f} tok/s, failures {failures}"
+                        + (f", {cpu * 1000:.1f} CPU ms/1k tokens" if cpu is not None else "")
+                    )
+    return runs
+
+
+def rl_summary(runs: list[RlRun]) -> list[dict[str, Any]]:
+    """Per (stream, concurrency, path): median tokens/s, median ratio to direct (same round), CPU."""
+    rows = []
+    keys = sorted({(r.stream, r.concurrency) for r in runs})
+    for stream, concurrency in keys:
+        of = [r for r in runs if r.stream == stream and r.concurrency == concurrency]
+        direct = {r.round: r for r in of if r.path == "direct"}
+        for path in dict.fromkeys(r.path for r in of):
+            mine = [r for r in of if r.path == path]
+            cpu = [r.cpu_s_per_1k_tokens for r in mine if r.cpu_s_per_1k_tokens is not None]
+            rows.append({
+                "stream": stream, "concurrency": concurrency, "path": path,
+                "tokens_per_s": statistics.median(r.tokens_per_s for r in mine),
+                "ratio": statistics.median(r.tokens_per_s / direct[r.round].tokens_per_s for r in mine),
+                "cpu_s_per_1k_tokens": statistics.median(cpu) if cpu else None,
+                "failures": sum(r.failures for r in mine),
+            })  # fmt: skip
+    return rows
+
+
+def render_rl(summary: list[dict[str, Any]], args: argparse.Namespace, console: Console) -> None:
+    table = Table(
+        title=f"RL shape: {args.tokens} tokens a call, token ids + logprobs, stand-in at "
+        f"{args.tokens_per_s:.0f} tok/s (median of {args.rounds} interleaved rounds)"
+    )
+    for column in ("answer", "in flight", "path", "tokens/s", "/direct", "CPU ms / 1k tokens", "failures"):
+        table.add_column(column, justify="left" if column in ("answer", "path") else "right")
+    for row in summary:
+        cpu = row["cpu_s_per_1k_tokens"]
+        table.add_row(
+            "stream" if row["stream"] else "whole", str(row["concurrency"]), row["path"],
+            f"{row['tokens_per_s']:.0f}", f"{row['ratio']:.3f}", "-" if cpu is None else f"{cpu * 1000:.1f}",
+            str(row["failures"]),
+        )  # fmt: skip
+    console.print(table)
+
+
+def _print_profile(path: Path, top: int = 35) -> None:
+    """The model server's hottest functions (cProfile: its own overhead inflates small calls)."""
+    import pstats
+
+    if not path.is_file():
+        Console().print(f"no profile at {path} (the server did not exit cleanly)")
+        return
+    stats = pstats.Stats(str(path))
+    stats.sort_stats("tottime").print_stats(top)
+    stats.sort_stats("cumulative").print_stats(top)
+
+
+def _booleans(text: str) -> list[bool]:
+    return [part.strip().lower() in ("1", "true", "yes", "stream") for part in text.split(",")]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sequential", type=int, default=1000, help="sequential calls per path")
@@ -721,9 +1004,28 @@ def main() -> None:
         type=Path,
         help=f"the results file (default: {RESULTS.name}, {STREAM_RESULTS.name} with --stream)",
     )
+    parser.add_argument("--rl", action="store_true", help="the RL shape: token ids + logprobs at GPU rates")
+    parser.add_argument(
+        "--rl-concurrency", type=int, nargs="+", default=[256, 1024], help="calls in flight (--rl)"
+    )
+    parser.add_argument(
+        "--rl-streams", type=_booleans, default=[False, True], help="false,true: whole, streamed (--rl)"
+    )
+    parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds (--rl)")
+    parser.add_argument("--waves", type=int, default=2, help="calls per caller in a run (--rl)")
+    parser.add_argument(
+        "--tokens-per-s", type=float, default=20_000, help="the stand-in's full-batch rate (--rl)"
+    )
+    parser.add_argument(
+        "--prompt-tokens", type=int, default=512, help="prompt ids sent back on each call (--rl)"
+    )
+    parser.add_argument("--baseline-src", type=Path, help="a second vllm_model from this source tree (--rl)")
+    parser.add_argument("--profile", type=Path, help="a folder: cProfile this tree's vllm_model there (--rl)")
     parser.add_argument("--serve-upstream", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
-    args.out = args.out or (STREAM_RESULTS if args.stream else RESULTS)
+    if args.rl and "--tokens" not in sys.argv:
+        args.tokens = 128
+    args.out = args.out or (RL_RESULTS if args.rl else STREAM_RESULTS if args.stream else RESULTS)
     unknown = [key for key in args.modes.split(",") if key not in MODES]
     if unknown:
         parser.error(f"--modes: unknown {unknown}; choose from {', '.join(MODES)}")
@@ -734,6 +1036,11 @@ def main() -> None:
         serve_upstream(sock, tokens=args.tokens, interval_s=args.token_interval_ms / 1000)
         return
     del args.serve_upstream
+    if args.rl:
+        if args.profile:
+            args.profile.mkdir(parents=True, exist_ok=True)
+        asyncio.run(measure_rl(args))
+        return
     if args.stream:
         asyncio.run(measure_streaming(args))
         return
