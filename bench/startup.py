@@ -91,9 +91,15 @@ def stub_model_endpoint() -> Iterator[str]:
 
 
 def stack_command(
-    stack: str, ready_file: Path, *, on_ray: bool = False
+    stack: str, ready_file: Path, *, on_ray: bool = False, src: Path | None = None
 ) -> tuple[list[str], dict[str, str], Path]:
-    """argv, environment and cwd for one ng_run of the chosen stack."""
+    """argv, environment and cwd for one ng_run of the chosen stack (of the tree `src`, else this one)."""
+    if src is not None:  # ahead of the editable install's finder, which comes last on sys.meta_path
+        argv, env, cwd = stack_command(stack, ready_file, on_ray=on_ray)
+        env["PYTHONPATH"] = str(src)
+        if "NG_REPO_ROOT" in env:
+            env["NG_REPO_ROOT"] = str(src / Path(env["NG_REPO_ROOT"]).relative_to(ROOT))
+        return argv, env, src / cwd.relative_to(ROOT)
     env = dict(os.environ)
     common = ["++head_server.port=0", f"+ready_file={ready_file}", *(ON_RAY if on_ray else [])]
     if stack == "fixture":
@@ -190,11 +196,11 @@ def _kind(entry: Path) -> str:
 
 
 def measure_once(
-    stack: str, work: Path, run: int, env_yaml: Path | None, *, on_ray: bool = False
+    stack: str, work: Path, run: int, env_yaml: Path | None, *, on_ray: bool = False, src: Path | None = None
 ) -> dict[str, Any]:
     """One cold start: seconds until the ready file exists, plus ng_run's per-server times."""
-    ready_file = work / f"ready-{run}-{'ray' if on_ray else 'local'}.json"
-    argv, env, cwd = stack_command(stack, ready_file, on_ray=on_ray)
+    ready_file = work / f"ready-{run}-{'ray' if on_ray else 'local'}{'-base' if src else ''}.json"
+    argv, env, cwd = stack_command(stack, ready_file, on_ray=on_ray, src=src)
     marker = uuid.uuid4().hex
     env[MARKER_VAR] = marker
     if env_yaml is not None:
@@ -223,6 +229,7 @@ def measure_once(
         log.close()
     return {
         "run": run,
+        "tree": "baseline" if src else "this",
         "backend": "ray" if on_ray else "local",
         "ready_s": round(elapsed, 3),
         "processes": len(ready["servers"]) + len(ready.get("engines", [])) + 1,
@@ -278,6 +285,68 @@ def report_side_by_side(runs: list[dict[str, Any]], stack: str) -> dict[str, Any
     }
 
 
+IMPORT_MODULES = (
+    "ng_cli.commands.run",
+    "ng_cli.config.command_options",
+    "ng_cli.upstream.client",
+    "fastapi",
+    "aiohttp",
+)
+"""The modules whose cumulative import time (`python -X importtime`) is reported for ng_run."""
+
+
+def import_times(src: Path | None, *, repeats: int = 3) -> dict[str, float]:
+    """Median cumulative ms of importing `ng_cli.commands.run` and the heavy parts it used to pull in
+    (0: not imported at all); less noisy than the wall time on a loaded machine."""
+    env = dict(os.environ)
+    if src is not None:
+        env["PYTHONPATH"] = str(src)
+    samples: dict[str, list[float]] = {name: [] for name in IMPORT_MODULES}
+    for _ in range(repeats):
+        done = subprocess.run(
+            [sys.executable, "-X", "importtime", "-c", "import ng_cli.commands.run"],
+            env=env, cwd=src or ROOT, capture_output=True, text=True, check=True,
+        )  # fmt: skip
+        found = {}
+        for line in done.stderr.splitlines():
+            parts = line.split("|")
+            if len(parts) == 3 and parts[2].strip() in samples:
+                found[parts[2].strip()] = int(parts[1]) / 1000
+        for name in samples:
+            samples[name].append(found.get(name, 0.0))
+    return {name: round(statistics.median(values), 1) for name, values in samples.items()}
+
+
+def report_against_baseline(runs: list[dict[str, Any]], stack: str, baseline: Path) -> dict[str, Any]:
+    """This tree vs `baseline`, interleaved: wall time to ready (median) and import times."""
+    imports = {"this": import_times(None), "baseline": import_times(baseline)}
+    table = Table(
+        title=f"ng_run start-up, {stack} stack: this tree vs {baseline} (interleaved)", title_justify="left"
+    )
+    for column in ("tree", "median s to ready", "runs (s)", *(f"import {m} ms" for m in IMPORT_MODULES)):
+        table.add_column(column, justify="left" if column == "tree" else "right")
+    medians = {}
+    for tree in ("baseline", "this"):
+        mine = [run["ready_s"] for run in runs if run["tree"] == tree]
+        medians[tree] = round(statistics.median(mine), 3)
+        table.add_row(tree, f"[bold]{medians[tree]:.2f}[/bold]", " ".join(f"{s:.2f}" for s in mine),
+                      *(f"{imports[tree][m]:.0f}" for m in IMPORT_MODULES))  # fmt: skip
+    Console().print(table)
+    return {
+        "benchmark": "ng_run time to all ready, this tree vs a baseline tree, interleaved",
+        "stack": stack,
+        "baseline": str(baseline),
+        "runs": runs,
+        "median_s": medians,
+        "import_ms": imports,
+        "machine": {
+            "cpus": os.cpu_count(),
+            "python": platform.python_version(),
+            "load_avg_1m": os.getloadavg()[0],
+        },
+    }
+
+
 def report(runs: list[dict[str, Any]], stack: str) -> dict[str, Any]:
     median = statistics.median(run["ready_s"] for run in runs)
     table = Table(title=f"ng_run start-up, {stack} stack (launch -> all /health ready)", title_justify="left")
@@ -315,6 +384,11 @@ def main() -> None:
     parser.add_argument("--stack", choices=["example", "fixture", "engines"], default="example")
     parser.add_argument("--compare-ray", action="store_true", help="each run as local processes and on Ray")
     parser.add_argument(
+        "--baseline-src",
+        type=Path,
+        help="a source tree to compare with, run for run (e.g. git archive of a commit)",
+    )
+    parser.add_argument(
         "--out", type=Path, help="the results file (default: startup.json or startup_ray*.json)"
     )
     options = parser.parse_args()
@@ -326,7 +400,13 @@ def main() -> None:
             env_yaml.write_text(
                 f"policy_base_url: {base_url}\npolicy_api_key: sk-bench-not-secret\npolicy_model_name: {MODEL_NAME}\n"
             )
-        if options.compare_ray:
+        if options.baseline_src:
+            runs = [
+                measure_once(options.stack, work, run, env_yaml, src=src)
+                for run in range(1, options.runs + 1)
+                for src in (options.baseline_src, None)  # interleaved: the machine's load hits both alike
+            ]
+        elif options.compare_ray:
             runs = [
                 measure_once(options.stack, work, run, env_yaml, on_ray=on_ray)
                 for run in range(1, options.runs + 1)
@@ -334,7 +414,9 @@ def main() -> None:
             ]
         else:
             runs = [measure_once(options.stack, work, run, env_yaml) for run in range(1, options.runs + 1)]
-    if options.compare_ray:
+    if options.baseline_src:
+        result, path = report_against_baseline(runs, options.stack, options.baseline_src), RESULTS
+    elif options.compare_ray:
         suffix = "" if options.stack == "example" else f"_{options.stack}"
         result, path = (
             report_side_by_side(runs, options.stack),

@@ -31,7 +31,7 @@ from ng_cli.engines.plan import InstanceEngines, plan_engines, visible_devices
 from ng_cli.errors import ConfigError
 from ng_cli.launcher.ports import connect_host
 from ng_cli.launcher.ray.config import RayConfig, read_ray_config
-from ng_cli.servers.http import ConnectionLimits
+from ng_cli.servers.hop import ConnectionLimits
 from ng_cli.servers.spec import HEAD_NAME, ServerAddress, ServerSpec
 from ng_cli.toolchain.local_vllm import default_engine_python
 

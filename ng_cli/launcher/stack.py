@@ -54,7 +54,7 @@ from ng_cli.launcher.process import (
     spawn_child,
     tail_text,
 )
-from ng_cli.model_server.admin_routes import ADMIN_ROUTES
+from ng_cli.model_server.admin_paths import ADMIN_ROUTES
 from ng_cli.outputs import write_bytes_atomically
 from ng_cli.servers.readiness import probe_health
 from ng_cli.servers.spec import write_spec

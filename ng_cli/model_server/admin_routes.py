@@ -25,23 +25,12 @@ from fastapi import FastAPI, Request
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError
 
 from ng_cli.errors import BadRequestError, NgError
+from ng_cli.model_server.admin_paths import ADMIN_ROUTES
 from ng_cli.servers import JSONResponse
 from ng_cli.upstream.versions import MAX_VERSION
 from ng_cli.upstream.weights import WeightUpdater
 
 __all__ = ["ADMIN_ROUTES", "UnauthorizedError", "install_admin_routes"]
-
-ADMIN_ROUTES = {
-    "weights": "/admin/weights",
-    "update": "/admin/weights/update",
-    "begin": "/admin/weights/begin",
-    "push": "/admin/weights/push/{route}",
-    "commit": "/admin/weights/commit",
-    "abort": "/admin/weights/abort",
-    "sleep": "/admin/sleep",
-    "wake_up": "/admin/wake_up",
-}
-"""The routes, by name (the head server lists them for a model server that takes updates)."""
 
 
 class UnauthorizedError(NgError):

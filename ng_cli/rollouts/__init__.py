@@ -6,12 +6,32 @@ modules each hold one concern (inputs, discovery, results, failures, resume, met
 
 from __future__ import annotations
 
-from ng_cli.rollouts.collect import collect_rollouts, run_collection
-from ng_cli.rollouts.config import CollectConfig, collect_config_from
-from ng_cli.rollouts.failures import Failure, FailureKind, classify
-from ng_cli.rollouts.progress import make_view
-from ng_cli.rollouts.run import CollectResult
-from ng_cli.rollouts.summary import render_summary
+from typing import TYPE_CHECKING
+
+from ng_cli.lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from ng_cli.rollouts.collect import collect_rollouts, run_collection
+    from ng_cli.rollouts.config import CollectConfig, collect_config_from
+    from ng_cli.rollouts.failures import Failure, FailureKind, classify
+    from ng_cli.rollouts.progress import make_view
+    from ng_cli.rollouts.run import CollectResult
+    from ng_cli.rollouts.summary import render_summary
+
+# Lazy: ng_run and the other commands read `rollouts.config` (STACK_FILE_COMMANDS) and need
+# none of the collector (aiohttp, rich's live view).
+_HOMES = {
+    "collect_rollouts": "collect",
+    "run_collection": "collect",
+    "CollectConfig": "config",
+    "collect_config_from": "config",
+    "Failure": "failures",
+    "FailureKind": "failures",
+    "classify": "failures",
+    "make_view": "progress",
+    "CollectResult": "run",
+    "render_summary": "summary",
+}
 
 __all__ = [
     "CollectConfig",
@@ -25,3 +45,5 @@ __all__ = [
     "render_summary",
     "run_collection",
 ]
+
+__getattr__ = lazy_exports(__name__, _HOMES)

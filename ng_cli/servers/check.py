@@ -14,7 +14,7 @@ import contextlib
 import sys
 import traceback
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 from pydantic import BaseModel, ConfigDict
@@ -23,8 +23,9 @@ from ng_cli.config.instances import ServerInstance
 from ng_cli.config.schema import ServerConfig, validate_block
 from ng_cli.config.sources import Sources
 from ng_cli.errors import IncompleteConfigError, NgError
-from ng_cli.servers.base import BaseServer
-from ng_cli.servers.loading import load_server_class
+
+if TYPE_CHECKING:
+    from ng_cli.servers.base import BaseServer
 
 __all__ = ["BlockCheck", "CheckReport", "check_blocks", "main", "validated_config"]
 
@@ -66,6 +67,10 @@ def validated_config(server_class: type[BaseServer[Any]], check: BlockCheck) -> 
 
 def check_blocks(checks: list[BlockCheck]) -> CheckReport:
     """Validate every block; import failures of an app.py are problems too, never a crash."""
+    # Here, not at the top: the launcher imports this module for BlockCheck and CheckReport only,
+    # and the server framework (FastAPI, aiohttp) is this subprocess's to load, not ng_run's.
+    from ng_cli.servers.loading import load_server_class
+
     report = CheckReport()
     for check in checks:
         try:

@@ -12,7 +12,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from ng_cli.servers.http import ConnectionLimits
+from ng_cli.servers.hop import ConnectionLimits
 
 __all__ = ["HEAD_NAME", "ServerAddress", "ServerSpec", "listed_urls", "read_spec", "write_spec"]
 

@@ -21,7 +21,7 @@ from typing import Any
 from ng_cli.errors import ConfigError, UpstreamHTTPError, UpstreamTimeoutError, UpstreamUnavailableError
 from ng_cli.head import fetch_servers
 from ng_cli.launcher.admin_keys import KEY_ENV, stored_key
-from ng_cli.model_server.admin_routes import ADMIN_ROUTES
+from ng_cli.model_server.admin_paths import ADMIN_ROUTES
 from ng_cli.protocol.errors import parse_error_body
 from ng_cli.upstream.weights import WeightUpdateError
 

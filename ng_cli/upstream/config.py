@@ -19,7 +19,7 @@ from ng_cli.config.nemo_gym import NemoGymKey
 from ng_cli.config.placeholders import placeholder_names
 from ng_cli.config.schema import ModelServerConfig
 from ng_cli.config.secrets import mask_url
-from ng_cli.servers.http import RetryPolicy, Timeouts
+from ng_cli.servers.hop import RetryPolicy, Timeouts
 from ng_cli.tokens.chat_template import find_tokenizer_dir
 from ng_cli.upstream.userinfo import without_userinfo
 
