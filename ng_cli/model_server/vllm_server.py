@@ -22,6 +22,7 @@ from ng_cli.model_server.admin_routes import install_admin_routes
 from ng_cli.model_server.token_exact import TokenExactChat
 from ng_cli.model_server.vllm import VllmChat
 from ng_cli.model_server.vllm_stream import VllmStreams
+from ng_cli.model_server.vllm_weight_routes import install_vllm_weight_routes
 from ng_cli.servers import JSONResponse, ModelServer, read_generation_request, session_id
 from ng_cli.servers.app import event_stream
 from ng_cli.tokens.chat_template import ChatTokenizer
@@ -127,7 +128,11 @@ class VllmModelServer(ModelServer[C]):
 
         install_metrics_route(app, self.upstream.metrics)
         if self.weights is not None:
-            install_admin_routes(app, self.weights, key=self.config.api_key.get_secret_value())
+            key = self.config.api_key.get_secret_value()
+            install_admin_routes(app, self.weights, key=key)
+            # TRL's VLLMClient syncs through vLLM's own routes: the same updater answers them.
+            backend = str(getattr(self.config, "weight_transfer", "none"))
+            install_vllm_weight_routes(app, self.weights, key=key, backend=backend)
 
     async def _answer(self, request: Request, stream: _Opener, whole: _Caller) -> Response:
         """One generation route: its body, streamed (`stream`) or whole (`whole`); a timeout said the

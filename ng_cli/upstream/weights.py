@@ -194,9 +194,11 @@ class WeightUpdater:
                 fingerprints = await self._all(
                     "reload",
                     engines,
-                    lambda e: e.admin.reload(path, deadline_s=self.deadlines.reload_s)
-                    if delta is None
-                    else e.admin.apply_delta(path, resident, deadline_s=self.deadlines.reload_s),
+                    lambda e: (
+                        e.admin.reload(path, deadline_s=self.deadlines.reload_s)
+                        if delta is None
+                        else e.admin.apply_delta(path, resident, deadline_s=self.deadlines.reload_s)
+                    ),
                 )
                 self._verify(engines, fingerprints)
                 experts = await self._experts_match_files(engines, path, version) if delta is None else {}
@@ -213,7 +215,9 @@ class WeightUpdater:
             else:
                 self.chain.applied(delta)
             self._remember(engines, fingerprints)
-            result.update(path=str(checkpoint.path), bytes=checkpoint.total_bytes, deltas=list(self.chain.deltas))
+            result.update(
+                path=str(checkpoint.path), bytes=checkpoint.total_bytes, deltas=list(self.chain.deltas)
+            )
             self.last = result
             return result
 
@@ -310,6 +314,33 @@ class WeightUpdater:
                 f"/{route}", body, phase="push", deadline_s=self.deadlines.reload_s, method=method
             ),
         )
+
+    async def transfer_setup(self, route: str, body_for: Callable[[int], Any]) -> list[Any]:
+        """`get_world_size` or `init_weight_transfer_engine` on every engine, engine `i` sent
+        `body_for(i)`: they touch no weights, so nothing pauses (TRL's client makes its NCCL group
+        once, at start, outside any update). Inside an open push they go to the push's engines."""
+        if route not in ("get_world_size", "init_weight_transfer_engine"):
+            raise WeightUpdateError(f"{route!r} is not a tensor-push set-up route", phase="push")
+        if self.push_reason is not None:
+            raise WeightUpdateError(self.push_reason, phase="admit", version=self.versions.version)
+        method = PUSH_ROUTES[route]
+
+        async def call(engines: list[PhaseEngine]) -> list[Any]:
+            index = {id(engine): i for i, engine in enumerate(engines)}
+            return await self._all(
+                "push",
+                engines,
+                lambda e: e.admin.call(
+                    f"/{route}", body_for(index[id(e)]), phase="push", deadline_s=self.deadlines.reload_s,
+                    method=method,
+                ),
+            )  # fmt: skip
+
+        if self._push is not None:
+            return await call(self._open_push().engines)
+        self._refuse_if_busy()
+        async with self._lock:
+            return await call(self._engines())
 
     async def commit(self) -> dict[str, Any]:
         """Close vLLM's update, verify, reset caches, set the version, resume, admit."""
@@ -707,7 +738,9 @@ class WeightUpdater:
             try:
                 if self.path is not None:
                     await self._still_there(engine.endpoint.root_url, "rollback")
-                    fingerprint = await self.chain.load(engine.admin, self.path, deadline_s=self.deadlines.reload_s)
+                    fingerprint = await self.chain.load(
+                        engine.admin, self.path, deadline_s=self.deadlines.reload_s
+                    )
                     expected = self._expected(engine.endpoint.root_url)
                     if expected is not None and fingerprint != expected:
                         raise PhaseError(
