@@ -23,6 +23,8 @@
 #   bash bench/gpu_session.sh pushipc8b [ROUNDS] (issue 41, colocated: a trainer process on the same GPU pushes A and
 #                                                 B by CUDA IPC (begin/push/commit) interleaved with disk updates,
 #                                                 bench/weight_push.py --transfer ipc over gpu_dense_8b_push_ipc.yaml)
+#   bash bench/gpu_session.sh delta8b [ROUNDS]  (issue 41, one GPU: B2 = A with 2% of its elements changed, and the
+#                                                 delta A -> B2; delta vs full B2 from disk, interleaved, bench/weight_delta.py)
 #   bash bench/gpu_session.sh pushnccl8b [ROUNDS] (issue 41, two GPUs: the trainer on GPU 0 broadcasts A and B over
 #                                                 NCCL into the engine on GPU 1, interleaved with disk updates,
 #                                                 bench/weight_push.py --transfer nccl over gpu_dense_8b_push_nccl.yaml)
@@ -55,7 +57,7 @@ STAGE=/tmp/ng-wh
 PY="$VENV/bin/python"
 export NG_VLLM_VENV="$VENV" PYTHONUNBUFFERED=1 NG_GPU_RESULTS="$OUT"
 
-step="${1:?usage: gpu_session.sh stage|install|quickstart|replicas|dense8b|ckpt8b|weights8b|loaders8b|pushipc8b|pushnccl8b|ckptmoe|eff28|moe28|tp2|issue28|issue41a|bg|poll [args]}"
+step="${1:?usage: gpu_session.sh stage|install|quickstart|replicas|dense8b|ckpt8b|weights8b|loaders8b|pushipc8b|pushnccl8b|delta8b|ckptmoe|eff28|moe28|tp2|issue28|issue41a|bg|poll [args]}"
 case "$step" in
   stage)
     bash scripts/build_vllm_env.sh --wheelhouse "${2:?part folder}" --stage "$STAGE" --stage-only
@@ -152,6 +154,20 @@ case "$step" in
       --checkpoint-a /tmp/ng-ckpt/A --checkpoint-b /tmp/ng-ckpt/B --rounds "${2:-6}" --label "8B, colocated" \
       --override "++example_single_tool_call_simple_agent.responses_api_agents.simple_agent.num_workers=4" \
       --output "$OUT/weight_push_ipc_8b.json" 2>&1 | tee "$OUT/weight_push_ipc_8b.txt" || true
+    ;;
+  delta8b)
+    for _ in $(seq 600); do [ -f /tmp/ng-ckpt/.done ] && break; sleep 1; done
+    [ -f /tmp/ng-ckpt/.done ] || { echo "no checkpoints: run the ckpt8b step first" >&2; exit 2; }
+    rm -rf /tmp/ng-ckpt/B  # the disk holds A, B2 and the delta (about 49 GB with B)
+    "$PY" bench/make_random_checkpoint.py --changed-from /tmp/ng-ckpt/A --fraction 0.02 --seed 7 \
+      --out /tmp/ng-ckpt/B2 --delta-out /tmp/ng-ckpt/D2 --report "$OUT/delta_checkpoints.jsonl"
+    "$PY" bench/weight_delta.py \
+      --config resources_servers/example_single_tool_call/configs/example_single_tool_call.yaml \
+      --config responses_api_models/local_vllm_model/configs/gpu_dense_8b_weights.yaml \
+      --checkpoint-a /tmp/ng-ckpt/A --checkpoint-b /tmp/ng-ckpt/B2 --delta /tmp/ng-ckpt/D2 --rounds "${2:-5}" \
+      --label "8B delta 2%" \
+      --override "++example_single_tool_call_simple_agent.responses_api_agents.simple_agent.num_workers=4" \
+      --output "$OUT/weight_delta_8b.json" 2>&1 | tee "$OUT/weight_delta_8b.txt" || true
     ;;
   pushnccl8b)
     for _ in $(seq 600); do [ -f /tmp/ng-ckpt/.done ] && break; sleep 1; done
