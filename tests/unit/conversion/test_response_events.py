@@ -160,3 +160,20 @@ def test_a_stream_ends_with_the_event_its_status_names(status: str | None, kind:
         ResponseEvents({}, splits_think_tags=False).closing({"status": status, "output": []})[-1]["type"]
         == kind
     )
+
+
+def test_token_ids_and_logprobs_of_many_chunks_add_up_in_order_without_sharing_a_chunk_list() -> None:
+    total = ChunkAccumulator()
+    chunks = []
+    for token in range(300):
+        chunk = _chunk({"content": "x"})
+        chunk["choices"][0]["token_ids"] = [token]
+        chunk["choices"][0]["logprobs"] = {
+            "content": [{"token": f"token_id:{token}", "logprob": -token / 1000}]
+        }
+        chunks.append(chunk)
+        total.add(chunk)
+    chunks[0]["choices"][0]["token_ids"].append(999)  # a chunk's own list, changed after it was added
+    choice = total.completion()["choices"][0]
+    assert choice["token_ids"] == list(range(300))
+    assert [entry["logprob"] for entry in choice["logprobs"]["content"]] == [-t / 1000 for t in range(300)]
