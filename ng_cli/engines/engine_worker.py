@@ -189,8 +189,9 @@ def _tie_embeddings(model: Any) -> None:
 
 def checkpoint_sight(weights_path: str) -> str:
     """JSON of `{file: [size, sha256 of its safetensors header]}` for the checkpoint's top-level
-    files (or the one file it names), or `{"": "<why none>"}`; `upstream.checkpoint_sight` runs the
-    same function on the model server's side."""
+    files (or the one file it names), or `{"": "<why none>"}`: a copy of
+    `upstream.checkpoint_sight.sight`, which the model server runs (this module imports nothing of
+    ours); a test holds them equal."""
     import hashlib
     import json
     import os

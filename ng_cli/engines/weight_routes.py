@@ -29,7 +29,6 @@ from __future__ import annotations
 import hashlib
 import hmac
 import ipaddress
-import urllib.parse
 from collections.abc import Callable
 from typing import Any
 
@@ -43,7 +42,6 @@ __all__ = [
     "DEV_MODE_ENV",
     "engine_admin_key",
     "is_loopback",
-    "is_remote",
     "weight_update_kwargs",
 ]
 
@@ -61,11 +59,6 @@ def is_loopback(host: str) -> bool:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:
         return False
-
-
-def is_remote(root_url: str) -> bool:
-    """An engine at `root_url` is reached over a network (another node, perhaps another disk)."""
-    return not is_loopback(urllib.parse.urlsplit(root_url).hostname or "")
 
 
 def engine_admin_key(secret: str, root_url: str) -> str:
