@@ -17,8 +17,11 @@ per run unless configured; ng_run leaves it for `ng_update_weights` in a 0600 fi
 
 from __future__ import annotations
 
+import base64
+import binascii
 import hashlib
 import hmac
+from collections.abc import Callable
 from typing import Annotated, Any, Literal
 
 from fastapi import FastAPI, Request
@@ -30,7 +33,7 @@ from ng_cli.servers import JSONResponse
 from ng_cli.upstream.versions import MAX_VERSION
 from ng_cli.upstream.weights import WeightUpdater
 
-__all__ = ["ADMIN_ROUTES", "UnauthorizedError", "install_admin_routes"]
+__all__ = ["ADMIN_ROUTES", "UnauthorizedError", "authorizer", "install_admin_routes", "key_of"]
 
 
 class UnauthorizedError(NgError):
@@ -59,20 +62,41 @@ class _Sleep(BaseModel):
     level: Annotated[StrictInt, Field(ge=1, le=2)] = 1
 
 
-def install_admin_routes(app: FastAPI, weights: WeightUpdater, *, key: str) -> None:
+def key_of(authorization: str) -> str:
+    """The key an `Authorization` header carries: Bearer's token, or Basic's password (TRL names the
+    model server as `http://trl:<key>@host:port`, which requests sends as Basic)."""
+    scheme, _, token = authorization.partition(" ")
+    if scheme.lower() == "bearer":
+        return token
+    if scheme.lower() == "basic":
+        try:
+            return base64.b64decode(token, validate=True).decode().partition(":")[2]
+        except (binascii.Error, UnicodeDecodeError):
+            return ""
+    return ""
+
+
+def authorizer(key: str, *, what: str, hint: str) -> Callable[[Request], None]:
+    """A check that a request carries `key` (compared in constant time); 401 naming `what` if not."""
     digest = hashlib.sha256(key.encode()).digest() if key else None
 
     def authorize(request: Request) -> None:
-        scheme, _, token = request.headers.get("authorization", "").partition(" ")
         if digest is None:
-            raise UnauthorizedError("this model server has no key, so its admin routes are closed")
-        if scheme.lower() != "bearer" or not hmac.compare_digest(
-            hashlib.sha256(token.encode()).digest(), digest
-        ):
-            raise UnauthorizedError(
-                "the admin routes need Authorization: Bearer <the engines' key>",
-                hint="ng_update_weights finds it in the key file ng_run writes; a remote trainer sets NG_WEIGHTS_KEY",
-            )
+            raise UnauthorizedError(f"this model server has no key, so {what} are closed")
+        given = key_of(request.headers.get("authorization", ""))
+        if not hmac.compare_digest(hashlib.sha256(given.encode()).digest(), digest):
+            raise UnauthorizedError(f"{what} need the engines' key", hint=hint)
+
+    return authorize
+
+
+def install_admin_routes(app: FastAPI, weights: WeightUpdater, *, key: str) -> None:
+    authorize = authorizer(
+        key,
+        what="the admin routes",
+        hint="send Authorization: Bearer <the engines' key>; ng_update_weights finds it in the key file "
+        "ng_run writes; a remote trainer sets NG_WEIGHTS_KEY",
+    )
 
     async def json_of(request: Request) -> Any:
         try:

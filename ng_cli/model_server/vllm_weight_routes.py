@@ -25,50 +25,29 @@ back as a push does, and the version stays.
 
 from __future__ import annotations
 
-import base64
-import binascii
-import hashlib
-import hmac
 from typing import Any
 
 from fastapi import FastAPI, Request
 
 from ng_cli.errors import BadRequestError, NgError
-from ng_cli.model_server.admin_routes import UnauthorizedError
+from ng_cli.model_server.admin_routes import authorizer
 from ng_cli.servers import JSONResponse
 from ng_cli.upstream.weights import WeightUpdater
 
-__all__ = ["install_vllm_weight_routes", "key_of"]
+__all__ = ["install_vllm_weight_routes"]
 
 
 class _NoTransferError(NgError):
     http_status = 409
 
 
-def key_of(authorization: str) -> str:
-    """The key an `Authorization` header carries: Bearer's token, or Basic's password."""
-    scheme, _, token = authorization.partition(" ")
-    if scheme.lower() == "bearer":
-        return token
-    if scheme.lower() == "basic":
-        try:
-            return base64.b64decode(token, validate=True).decode().partition(":")[2]
-        except (binascii.Error, UnicodeDecodeError):
-            return ""
-    return ""
-
-
 def install_vllm_weight_routes(app: FastAPI, weights: WeightUpdater, *, key: str, backend: str) -> None:
-    digest = hashlib.sha256(key.encode()).digest() if key else None
-
-    def authorize(request: Request) -> None:
-        given = key_of(request.headers.get("authorization", ""))
-        if digest is None or not hmac.compare_digest(hashlib.sha256(given.encode()).digest(), digest):
-            raise UnauthorizedError(
-                "vLLM's weight-transfer routes on this model server need the engines' key",
-                hint="name the model server as http://trl:<key>@host:port (the key from ng_run's key file, "
-                "or NG_WEIGHTS_KEY); docs/training.md, 'With TRL'",
-            )
+    authorize = authorizer(
+        key,
+        what="vLLM's weight-transfer routes on this model server",
+        hint="name the model server as http://trl:<key>@host:port (the key from ng_run's key file, or "
+        "NG_WEIGHTS_KEY); docs/training.md, 'With TRL'",
+    )
 
     async def init_info(request: Request) -> dict[str, Any]:
         try:
