@@ -24,7 +24,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from ng_cli.config.secrets import Redactor
@@ -34,7 +34,7 @@ from ng_cli.rollouts.budget import DispatchBudget
 from ng_cli.rollouts.config import CollectConfig
 from ng_cli.rollouts.discovery import find_agent_urls, listed_url
 from ng_cli.rollouts.failures import FailureKind, classify
-from ng_cli.rollouts.inputs import Task, scan_input
+from ng_cli.rollouts.inputs import InputSummary, Task, scan_input
 from ng_cli.rollouts.materialized import iter_jobs, run_body, write_materialized_inputs
 from ng_cli.rollouts.progress import NullView, ProgressView, RunStats
 from ng_cli.rollouts.results import to_output_line
@@ -63,7 +63,11 @@ async def collect_rollouts(
 
     `redactor` holds the composed config's secrets; they never reach the failures file."""
     summary = scan_input(
-        config.input_jsonl_fpath, limit=config.limit, agent_name=config.agent_name, agent_map=config.agent_map
+        config.input_jsonl_fpath,
+        limit=config.limit,
+        agent_name=config.agent_name,
+        agent_map=config.agent_map,
+        fan_out=config.fan_out,
     )
     http = HttpClient(
         timeouts=http_timeouts(config.rollout_timeout_s),
@@ -73,7 +77,7 @@ async def collect_rollouts(
     try:
         urls = await find_agent_urls(http, config, summary)
         files = open_run(config, summary, redactor=redactor)
-        collector = _Collector(config, files, http, urls)
+        collector = _Collector(config, files, http, urls, summary)
         try:
             write_materialized_inputs(config, summary, files.paths.materialized)
             await collector.run(iter_jobs(config, summary), view)
@@ -96,6 +100,7 @@ class _Collector:
     files: RunFiles
     http: HttpClient
     agent_urls: dict[str, str]
+    summary: InputSummary
 
     def __post_init__(self) -> None:
         self.stats = RunStats(total=self.files.scoreboard.total, already_done=self.files.scoreboard.done)
@@ -155,7 +160,9 @@ class _Collector:
 
     async def _rollout(self, task: Task, rollout_index: int) -> None:
         """Attempt one rollout until it succeeds, fails for good, or attempts run out."""
-        row = run_body(self.config, task.row, task.index, rollout_index)
+        # NeMo Gym's indices on the wire and in the files; the scoreboard's are this run's own.
+        task_key, rollout_key = self.summary.external(task.index, rollout_index, self.config.num_repeats)
+        row = run_body(self.config, task.row, task_key, rollout_key)
         for attempt in range(1, self.config.max_attempts + 1):
             self.stats.attempts += 1
             started = time.monotonic()
@@ -164,12 +171,12 @@ class _Collector:
                 line, outcome = to_output_line(
                     row,
                     answer,
-                    task_index=task.index,
-                    rollout_index=rollout_index,
+                    task_index=task_key,
+                    rollout_index=rollout_key,
                     max_staleness=self.config.max_staleness,
                 )
             except Exception as error:  # every failure of one rollout is data; cancellation is not caught
-                failure = classify(error, attempt=attempt, task_index=task.index, rollout_index=rollout_index)
+                failure = classify(error, attempt=attempt, task_index=task_key, rollout_index=rollout_key)
                 self.stats.attempt_failed(failure)
                 self._log_internal(failure.kind, error)
                 if failure.is_retryable and attempt < self.config.max_attempts:
@@ -182,7 +189,7 @@ class _Collector:
             if self.budget is not None:
                 self.budget.record(time.monotonic() - started)
             self.files.writer.write(line)
-            self.files.scoreboard.record(outcome)
+            self.files.scoreboard.record(replace(outcome, task_index=task.index, rollout_index=rollout_index))
             self.stats.rollout_succeeded(attempts=attempt, output_tokens=outcome.output_tokens)
             return
 

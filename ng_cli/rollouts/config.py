@@ -35,11 +35,6 @@ DEFAULT_HEAD_SERVER_URL = "http://127.0.0.1:11000"
 _NO_HEALTH = "NeMo Gym's rollout health checks and their report; there are none here"
 NOT_OFFERED = not_offered_table(
     {
-        "fan_out": (
-            "runs a row once per listed agent, numbering the copies as more repeats of one task; here a "
-            "task runs on one agent",
-            "collect once per agent, each into its own output: +agent_name=<agent> +output_jsonl_fpath=<agent>.jsonl",
-        ),
         "input_glob": (
             "is ng_aggregate_rollouts' option (the shards to aggregate), not the collector's",
             "ng_aggregate_rollouts +input_glob='results/rollouts-*.jsonl' +output_jsonl_fpath=results/rollouts.jsonl",
@@ -133,6 +128,9 @@ class CollectOptions(CommandOptions, HttpClientOptions):
     """Flag rows whose calls' newest and oldest weight versions differ by more than this (`stale: true`)."""
 
     # NeMo Gym 0.7.0's collector keys (`RolloutCollectionConfig`), with its meaning (docs/compat.md).
+    fan_out: dict[str, list[str]] | None = None
+    """Run each row whose `agent_ref.name` is a key once per listed agent ({row_agent: [agent_a,
+    agent_b]}); the copies are numbered as more repeats of the row's task (num_repeats per agent)."""
     resume_from_cache: bool | None = None
     """true: skip the rollouts the output already holds (what a run here does anyway); false: start
     over, as +overwrite=true (NeMo Gym's default, which clears the output)."""
@@ -184,6 +182,21 @@ class CollectOptions(CommandOptions, HttpClientOptions):
                 "overwrite=true starts over and resume_from_cache=true resumes; set only one of them"
             )
         return self
+
+    @field_validator("fan_out")
+    @classmethod
+    def _fan_out_lists(cls, value: dict[str, list[str]] | None) -> dict[str, list[str]] | None:
+        for key, agents in (value or {}).items():
+            if not agents:
+                raise ValueError(
+                    f"fan_out.{key} is an empty list: every matching row would be dropped; list an agent"
+                )
+            twice = sorted({agent for agent in agents if agents.count(agent) > 1})
+            if twice:
+                raise ValueError(
+                    f"fan_out.{key} lists {', '.join(twice)} twice; use num_repeats for repetition"
+                )
+        return value
 
     @model_validator(mode="after")
     def _one_default_agent(self) -> Self:

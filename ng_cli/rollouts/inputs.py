@@ -9,6 +9,12 @@ again, lazily, to feed the workers.
 A task is one non-blank line among the first `limit` ones; blank lines are skipped and do not
 count. `_ng_task_index` is the task's 0-based position among those lines.
 
+With NeMo Gym's `fan_out` ({<the row's agent_ref.name>: [agent, ...]}) a matching row runs once per
+listed agent: inside the collector each (row, agent) is a task of its own (its own scoreboard
+cells, its agent's metrics), and on the wire and in every file it keeps NeMo Gym's numbering (0.7.0
+`_preprocess_raw_rows`): the row's `_ng_task_index`, and `_ng_rollout_index` = the agent's position
+in the list x num_repeats + the repeat (`InputSummary.external` / `internal`).
+
 Between the two passes (hours, for a big run) the file must stay what was checked: the work
 pass compares the open file's device, inode, size and modification time with the validation
 pass's before every task, and a change (truncated, rewritten or appended to in place, replaced
@@ -23,7 +29,7 @@ import hashlib
 import json
 import os
 from array import array
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -34,6 +40,7 @@ from ng_cli.errors import DataError
 
 __all__ = [
     "DEFAULT_ROUTE",
+    "FanOut",
     "InputSummary",
     "Task",
     "iter_tasks",
@@ -65,6 +72,15 @@ class FileState:
 
 
 @dataclass
+class FanOut:
+    """Where each task of a fanned-out input comes from: its row, and its agent's place in the list."""
+
+    row_of: array[int] = field(default_factory=lambda: array("Q"))
+    slot_of: array[int] = field(default_factory=lambda: array("H"))
+    first_task_of_row: array[int] = field(default_factory=lambda: array("Q"))
+
+
+@dataclass
 class InputSummary:
     """What the validation pass learnt about the input, without keeping any row."""
 
@@ -79,9 +95,38 @@ class InputSummary:
     """Index into `agents` for each task (array('H'), two bytes per task)."""
     state: FileState
     """The file as the validation pass read it; the work pass refuses any other."""
+    num_rows: int = 0
+    """Rows of the input that run (tasks, unless fan_out runs a row on several agents)."""
+    fan: FanOut | None = field(default=None, repr=False)
+    """Set when fan_out made more tasks than rows."""
 
     def agent_of(self, task_index: int) -> str:
         return self.agents[self.task_agents[task_index]]
+
+    @property
+    def max_slots(self) -> int:
+        """The most agents one row runs on."""
+        return max(self.fan.slot_of) + 1 if self.fan is not None else 1
+
+    def slot(self, task_index: int) -> int:
+        return self.fan.slot_of[task_index] if self.fan is not None else 0
+
+    def external(self, task_index: int, rollout_index: int, num_repeats: int) -> tuple[int, int]:
+        """NeMo Gym's (`_ng_task_index`, `_ng_rollout_index`) of a task's repeat."""
+        if self.fan is None:
+            return task_index, rollout_index
+        return self.fan.row_of[task_index], self.fan.slot_of[task_index] * num_repeats + rollout_index
+
+    def internal(self, row_index: int, rollout_index: int, num_repeats: int) -> tuple[int, int] | None:
+        """The task and repeat of NeMo Gym's indices; None when this run has no such rollout."""
+        if self.fan is None:
+            return row_index, rollout_index
+        if not 0 <= row_index < self.num_rows or rollout_index < 0:
+            return None
+        task = self.fan.first_task_of_row[row_index] + rollout_index // num_repeats
+        if task >= self.num_tasks or self.fan.row_of[task] != row_index:
+            return None
+        return task, rollout_index % num_repeats
 
 
 @dataclass(frozen=True)
@@ -96,7 +141,12 @@ class Task:
 
 
 def scan_input(
-    path: Path, *, limit: int | None, agent_name: str | None, agent_map: Mapping[str, str] | None = None
+    path: Path,
+    *,
+    limit: int | None,
+    agent_name: str | None,
+    agent_map: Mapping[str, str] | None = None,
+    fan_out: Mapping[str, Sequence[str]] | None = None,
 ) -> InputSummary:
     """Validate every task line (parse, shape, agent); raise one DataError listing all problems."""
     routes = dict(agent_map or {})
@@ -110,6 +160,8 @@ def scan_input(
     agents: dict[str, int] = {}
     first_line: dict[str, int] = {}
     task_agents = array("H")
+    fan = FanOut()
+    num_rows = 0
     problems: list[str] = []
     with path.open("rb") as file:
         line_no = 0
@@ -117,12 +169,18 @@ def scan_input(
             digest.update(raw)
             if not raw.strip():
                 continue
-            if limit is not None and len(task_agents) >= limit:
+            if limit is not None and num_rows >= limit:
                 break
-            agent = _check_line(raw, routes, problems, where=f"{path}:{line_no}")
-            index = agents.setdefault(agent or "", len(agents))
-            first_line.setdefault(agent or "", line_no)
-            task_agents.append(index)
+            fan.first_task_of_row.append(len(task_agents))
+            for slot, agent in enumerate(
+                _check_line(raw, routes, fan_out, problems, where=f"{path}:{line_no}")
+            ):
+                index = agents.setdefault(agent or "", len(agents))
+                first_line.setdefault(agent or "", line_no)
+                task_agents.append(index)
+                fan.row_of.append(num_rows)
+                fan.slot_of.append(slot)
+            num_rows += 1
         while chunk := file.read(_HASH_CHUNK_BYTES):
             digest.update(chunk)
         state = FileState.of(os.fstat(file.fileno()))
@@ -139,19 +197,28 @@ def scan_input(
         first_line_of_agent=first_line,
         task_agents=task_agents,
         state=state,
+        num_rows=num_rows,
+        fan=fan if len(task_agents) > num_rows else None,
     )
 
 
-def _check_line(raw: bytes, routes: Mapping[str, str], problems: list[str], *, where: str) -> str | None:
-    """The row's agent name, or None after recording what is wrong with the line."""
+def _check_line(
+    raw: bytes,
+    routes: Mapping[str, str],
+    fan_out: Mapping[str, Sequence[str]] | None,
+    problems: list[str],
+    *,
+    where: str,
+) -> list[str | None]:
+    """The agents the row runs on (one, or fan_out's list), or [None] after recording what is wrong."""
     try:
         row = orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
         problems.append(f"{where}: not valid JSON ({exc})")
-        return None
+        return [None]
     if not isinstance(row, dict):
         problems.append(f"{where}: expected a JSON object, got {type(row).__name__}")
-        return None
+        return [None]
     if not isinstance(row.get("responses_create_params"), dict):
         found = (
             "missing"
@@ -162,12 +229,15 @@ def _check_line(raw: bytes, routes: Mapping[str, str], problems: list[str], *, w
         problems.append(
             f"{where}: 'responses_create_params' must be an object, got {found} (row keys: {keys})"
         )
-        return None
+        return [None]
+    basis = _ref_name(row.get("agent_ref"))  # NeMo Gym keys fan_out by the row's own agent, before agent_map
+    if fan_out and basis is not None and basis in fan_out:
+        return list(fan_out[basis])
     try:
-        return route_agent(row, routes)
+        return [route_agent(row, routes)]
     except ValueError as exc:
         problems.append(f"{where}: {exc}")
-        return None
+        return [None]
 
 
 def route_agent(row: Mapping[str, Any], routes: Mapping[str, str]) -> str:
@@ -215,7 +285,7 @@ def _data_error(path: Path, problems: list[str]) -> DataError:
 def iter_tasks(summary: InputSummary, *, params_overrides: Mapping[str, Any]) -> Iterator[Task]:
     """Stream the tasks the validation pass accepted, overrides merged into each row; DataError
     as soon as the file is not the one that pass read."""
-    index = 0
+    index = rows = 0
     try:
         file = summary.path.open("rb")
     except OSError as exc:
@@ -227,19 +297,24 @@ def iter_tasks(summary: InputSummary, *, params_overrides: Mapping[str, Any]) ->
             if not raw.strip():
                 continue
             if FileState.of(os.fstat(file.fileno())) != summary.state:
-                raise _changed(summary, read=index)
+                raise _changed(summary, read=rows)
             try:
-                row = orjson.loads(raw)
+                parsed = orjson.loads(raw)
             except orjson.JSONDecodeError as exc:  # changed in place within the clock's resolution
-                raise _changed(summary, read=index) from exc
-            agent = summary.agent_of(index)
-            row["responses_create_params"] = merge_params(row["responses_create_params"], params_overrides)
-            if _ref_name(row.get("agent_ref")) != agent:
-                row["agent_ref"] = {"type": AGENT_SERVER_TYPE, "name": agent}
-            yield Task(index=index, line=line_no, agent=agent, row=row)
-            index += 1
+                raise _changed(summary, read=rows) from exc
+            parsed["responses_create_params"] = merge_params(
+                parsed["responses_create_params"], params_overrides
+            )
+            while index < summary.num_tasks and summary.external(index, 0, 1)[0] == rows:
+                agent = summary.agent_of(index)
+                row = dict(parsed)
+                if _ref_name(row.get("agent_ref")) != agent:
+                    row["agent_ref"] = {"type": AGENT_SERVER_TYPE, "name": agent}
+                yield Task(index=index, line=line_no, agent=agent, row=row)
+                index += 1
+            rows += 1
     if index < summary.num_tasks:
-        raise _changed(summary, read=index)
+        raise _changed(summary, read=rows)
 
 
 def _changed(summary: InputSummary, *, read: int) -> DataError:
@@ -252,7 +327,7 @@ def _changed(summary: InputSummary, *, read: int) -> DataError:
     except OSError as exc:
         now = f"now cannot be read ({exc.strerror})"
     return DataError(
-        f"{path} changed during the collection: it had {summary.num_tasks} rows to run "
+        f"{path} changed during the collection: it had {summary.num_rows or summary.num_tasks} rows to run "
         f"({summary.size_bytes} bytes) when it was checked and {now}; the collection stopped "
         f"after reading {read} of them",
         hint="the rollouts already written are kept: put the original file back and run the same "

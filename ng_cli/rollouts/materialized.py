@@ -58,10 +58,13 @@ def run_body(
 def iter_jobs(config: CollectConfig, summary: InputSummary) -> Iterator[tuple[Task, int]]:
     """Every (task, rollout index) of the run, in NeMo Gym's order: each task's repeats together
     (aabbcc), or with `interleave_repeats` round by round (abcabc: the input is read once per round)."""
-    if config.interleave_repeats:
-        for rollout_index in range(config.num_repeats):
+    k = config.num_repeats
+    if config.interleave_repeats:  # NeMo Gym sorts by _ng_rollout_index, fan_out's copies included
+        for rollout_index in range(k * summary.max_slots):
             for task in iter_tasks(summary, params_overrides=config.responses_create_params):
-                yield task, rollout_index
+                first = summary.slot(task.index) * k
+                if first <= rollout_index < first + k:
+                    yield task, rollout_index - first
         return
     for task in iter_tasks(summary, params_overrides=config.responses_create_params):
         for rollout_index in range(config.num_repeats):
@@ -71,7 +74,7 @@ def iter_jobs(config: CollectConfig, summary: InputSummary) -> Iterator[tuple[Ta
 def materialized_rows(config: CollectConfig, summary: InputSummary) -> Iterator[dict[str, Any]]:
     """Every (task, rollout) row as the collector sends it, in NeMo Gym's order."""
     for task, rollout_index in iter_jobs(config, summary):
-        yield run_body(config, task.row, task.index, rollout_index)
+        yield run_body(config, task.row, *summary.external(task.index, rollout_index, config.num_repeats))
 
 
 def write_materialized_inputs(config: CollectConfig, summary: InputSummary, path: Path) -> None:

@@ -101,6 +101,8 @@ class Fingerprint:
     version: int = FINGERPRINT_VERSION
     agent_map: dict[str, str] = field(default_factory=dict)
     max_staleness: int | None = None
+    fan_out: dict[str, list[str]] | None = None
+    """NeMo Gym's fan_out: another fan-out numbers the rollouts differently."""
 
     @classmethod
     def of(cls, config: CollectConfig, summary: InputSummary) -> Fingerprint:
@@ -114,6 +116,7 @@ class Fingerprint:
             num_repeats_add_seed=config.num_repeats_add_seed,
             agent_map=config.agent_map,
             max_staleness=config.max_staleness,
+            fan_out=config.fan_out,
         )
 
     @classmethod

@@ -8,7 +8,7 @@ Gym's `<output stem>_aggregate_metrics.json`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import orjson
@@ -139,34 +139,36 @@ def _open_run(
         writer.close()
         raise
     if resuming:
-        _read_back(files)
+        _read_back(files, summary)
     return files
 
 
-def _read_back(files: RunFiles) -> None:
-    """Fill the scoreboard from the output an earlier run wrote."""
+def _read_back(files: RunFiles, summary: InputSummary) -> None:
+    """Fill the scoreboard from the output an earlier run wrote (NeMo Gym's indices there)."""
     repair = repair_torn_tail(files.paths.output)
     if repair is not None:
         files.notes.append(repair.describe(files.paths.output))
     scoreboard = files.scoreboard
+    k = scoreboard.num_repeats
     for line_no, outcome in read_results(files.paths.output):
-        if not scoreboard.contains(outcome.task_index, outcome.rollout_index):
+        cell = summary.internal(outcome.task_index, outcome.rollout_index, k)
+        if cell is None or not scoreboard.contains(*cell):
             raise DataError(
                 f"{files.paths.output}:{line_no}: ({TASK_KEY}={outcome.task_index}, "
                 f"{ROLLOUT_KEY}={outcome.rollout_index}) is outside this run's {scoreboard.num_tasks} tasks "
                 f"x {scoreboard.num_repeats} repeats",
                 hint="the output does not match its fingerprint; start over with +overwrite=true",
             )
-        files.resumed += scoreboard.record(outcome)
+        files.resumed += scoreboard.record(replace(outcome, task_index=cell[0], rollout_index=cell[1]))
     if scoreboard.duplicates:
         files.notes.append(
             f"{files.paths.output}: {scoreboard.duplicates} duplicate rows (kept the first of each)"
         )
-    files.retrying_failed = sum(
-        1
-        for record in read_failures(files.paths.failures)
-        if not scoreboard.is_done(int(record[TASK_KEY]), int(record[ROLLOUT_KEY]))
+    cells = (
+        summary.internal(int(r[TASK_KEY]), int(r[ROLLOUT_KEY]), k)
+        for r in read_failures(files.paths.failures)
     )
+    files.retrying_failed = sum(1 for cell in cells if cell is not None and not scoreboard.is_done(*cell))
 
 
 def close_run(config: CollectConfig, files: RunFiles, stats: RunStats) -> CollectResult:

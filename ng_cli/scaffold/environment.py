@@ -60,7 +60,7 @@ RESERVED_NAMES = frozenset(
         *("resume_from_cache", "interleave_repeats", "max_resident_rollout_tasks", "require_complete"),
         *("retain_results_in_memory", "dispatch_budget_s", "drain_margin_s", "data_source"),
         *("count_failure_classes_as_zero", "count_missing_rollouts_as_zero", "route_failures_to_sidecar"),
-        "retry_terminal_timeouts",
+        *("retry_terminal_timeouts", "fan_out"),
         # NeMo Gym's reserved top-level keys (global_config.py), never server instances there
         *("default_host", "disallowed_ports", "head_server_deps", "python_version", "pip_install_verbose"),
         *(

@@ -1,7 +1,8 @@
 """NeMo Gym 0.7.0's collector keys run here with its meaning (`RolloutCollectionConfig`), over HTTP.
 
 `interleave_repeats` starts the repeats round by round; `max_resident_rollout_tasks` caps the
-rollouts held at once; `dispatch_budget_s` stops starting rollouts and keeps what finished;
+rollouts held at once; `dispatch_budget_s` stops starting rollouts and keeps what finished; `fan_out` runs a row once
+per listed agent, numbered as NeMo Gym numbers the copies;
 `count_failure_classes_as_zero` / `count_missing_rollouts_as_zero` put rollouts without a reward
 into `_aggregate_metrics.json` as zeros; `resume_from_cache: false` starts over (NeMo Gym clears
 the output). The keys that ask for what a run here always does are accepted by every command.
@@ -19,6 +20,7 @@ from typer.testing import CliRunner
 
 from ng_cli.commands.collect import app as collect_app
 from ng_cli.commands.e2e_collect import app as e2e_app
+from ng_cli.errors import ConfigError
 from ng_cli.head import build_head_app
 from ng_cli.rollouts import CollectConfig, collect_rollouts
 from ng_cli.rollouts.progress import NullView
@@ -41,6 +43,7 @@ ACCEPTED = {
     "route_failures_to_sidecar": "true",
     "retry_terminal_timeouts": "true",
     "disable_health_check": "true",
+    "fan_out": "{src: [a, b]}",
 }
 
 
@@ -244,3 +247,79 @@ async def test_the_collectors_aggregate_metrics_run_the_environments_hooks(tmp_p
     assert entry["key_metrics"]["majority@2/symbolic_accuracy"] == 100.0
     assert "mean/reward" not in entry["key_metrics"]
     assert "per_sample_aggregate" in entry["agent_metrics"]
+
+
+def fan_rows() -> list[dict[str, Any]]:
+    return [
+        {"id": i, "responses_create_params": {"input": f"q{i}"}, "agent_ref": {"name": agent}}
+        for i, agent in enumerate(("src", "src", "a"))
+    ]
+
+
+# NeMo Gym 0.7.0's numbering of fan_rows() with fan_out={src: [a, b]}, num_repeats=2, recorded from
+# its own `RolloutCollectionHelper._preprocess_raw_rows` (and, with interleave_repeats, the same list
+# stably sorted by rollout index, as it printed): a fanned row's copies are more repeats of its
+# task, agent by agent in the list's order; a row not in fan_out runs on its own agent.
+FANNED = [(0, 0, "a"), (0, 1, "a"), (0, 2, "b"), (0, 3, "b"), (1, 0, "a"), (1, 1, "a"), (1, 2, "b")]
+FANNED += [(1, 3, "b"), (2, 0, "a"), (2, 1, "a")]
+
+
+@pytest.mark.parametrize("interleave", [False, True])
+async def test_fan_out_runs_a_row_once_per_listed_agent(tmp_path: Path, interleave: bool) -> None:
+    agent_a, agent_b = StubAgent(), StubAgent()
+    source = write_rows(tmp_path / "in.jsonl", fan_rows())
+    output = tmp_path / "out.jsonl"
+    with serve_in_thread(agent_a.build_app()) as url_a, serve_in_thread(agent_b.build_app()) as url_b:
+        config = CollectConfig(
+            agent_urls={"a": url_a, "b": url_b},
+            input_jsonl_fpath=source,
+            output_jsonl_fpath=output,
+            num_repeats=2,
+            num_samples_in_parallel=1,
+            fan_out={"src": ["a", "b"]},
+            interleave_repeats=interleave,
+        )
+        result = await collect_rollouts(config, view=NullView())
+        assert (result.succeeded, result.total, result.exit_code) == (10, 10, 0)
+        again = await collect_rollouts(config, view=NullView())  # resumed: every rollout is done
+    assert (again.succeeded, len(agent_a.received) + len(agent_b.received)) == (10, 10)
+    expected = sorted(FANNED, key=lambda r: r[1]) if interleave else FANNED  # NeMo Gym: a stable sort
+    materialized = read_jsonl(tmp_path / "out_materialized_inputs.jsonl")
+    assert [
+        (r["_ng_task_index"], r["_ng_rollout_index"], r["agent_ref"]["name"]) for r in materialized
+    ] == expected
+    sent = [
+        (r["_ng_task_index"], r["_ng_rollout_index"], name)
+        for name, agent in (("a", agent_a), ("b", agent_b))
+        for r in agent.received
+    ]
+    assert sorted(sent) == sorted(FANNED)
+    written = {
+        (r["_ng_task_index"], r["_ng_rollout_index"], r["agent_ref"]["name"]) for r in read_jsonl(output)
+    }
+    assert written == set(FANNED)
+    metrics = orjson.loads((tmp_path / "out_metrics.json").read_bytes())
+    assert {name: m["rollouts"] for name, m in metrics["agents"].items()} == {"a": 6, "b": 4}
+
+
+async def test_another_fan_out_is_another_run(tmp_path: Path) -> None:
+    agent = StubAgent()
+    source = write_rows(tmp_path / "in.jsonl", fan_rows())
+    with serve_in_thread(agent.build_app()) as url:
+        config = CollectConfig(
+            agent_urls={"a": url, "b": url},
+            input_jsonl_fpath=source,
+            output_jsonl_fpath=tmp_path / "out.jsonl",
+            fan_out={"src": ["a", "b"]},
+        )
+        await collect_rollouts(config, view=NullView())
+        with pytest.raises(ConfigError, match="fan_out"):
+            await collect_rollouts(
+                config.model_copy(update={"fan_out": {"src": ["b", "a"]}}), view=NullView()
+            )
+
+
+def test_fan_out_refuses_an_empty_or_repeating_list() -> None:
+    for bad, words in (({"src": []}, "empty list"), ({"src": ["a", "a"]}, "lists a twice")):
+        with pytest.raises(ValueError, match=words):
+            CollectConfig(input_jsonl_fpath="i.jsonl", output_jsonl_fpath="o.jsonl", fan_out=bad)

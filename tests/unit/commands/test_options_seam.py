@@ -76,12 +76,12 @@ def test_a_near_typo_names_the_nearest_option(command: str) -> None:
 @pytest.mark.parametrize(
     ("command", "key"),
     [
-        ("ng_collect_rollouts", "fan_out"),
+        ("ng_collect_rollouts", "skills"),
         ("ng_collect_rollouts", "prompt_config"),
         ("ng_collect_rollouts", "rollout_collection_driver"),
         ("ng_collect_rollouts", "upload_rollouts"),
         ("ng_collect_rollouts", "health_check_workers"),
-        ("ng_e2e_collect_rollouts", "fan_out"),
+        ("ng_e2e_collect_rollouts", "prompt_config"),
         ("ng_e2e_collect_rollouts", "reuse_existing_data_preparation"),
         ("ng_prepare_data", "should_download"),
         ("ng_prepare_data", "data_source"),

@@ -123,7 +123,7 @@ def test_agent_map_parses_and_agent_name_may_not_contradict_its_default(tmp_path
 @pytest.mark.parametrize(
     ("override", "instead"),
     [
-        ("+fan_out={src: [a, b]}", "+agent_name=<agent>"),
+        ("+rollout_collection_driver=my.module:run", "leave it out"),
         ("+input_glob=results/*.jsonl", "ng_aggregate_rollouts"),
         ("+prompt_config=prompt.yaml", "ng_materialize_prompts"),
     ],
