@@ -4,7 +4,9 @@
     GET /config    the resolved config, secrets masked
     GET /servers   [{"name", "server_type", "kind", "implementation", "url", "pid", "is_ready",
                      "node", "actor"}]   (node and Ray actor: where it runs)
-    GET /engines   [{"name", "url", "pid", "node", "actor", "ready_s", ...}]  the vLLM engines
+    GET /engines   [{"name", "url", "pid", "node", "actor", "ready_s", ..., "weight_version"?}]  the
+                   vLLM engines; `weight_version` (null while out of the pool) for those of a model
+                   server that takes weight updates, as that server reports it
     GET /global_config_dict_yaml   NeMo Gym's route: the config as YAML text (a JSON string), each
                    server's block with the host and port it listens on; secrets masked
 
@@ -15,6 +17,7 @@ reports the launcher's live view: real pids, and readiness that turns false when
 
 from __future__ import annotations
 
+import asyncio
 import json
 import socket
 import threading
@@ -36,12 +39,20 @@ from ng_cli.servers.spec import HEAD_NAME
 __all__ = ["HeadServer", "build_head_app", "fetch_config", "fetch_engines", "fetch_servers"]
 
 ServersView = Callable[[], list[dict[str, Any]]]
+WeightSources = Callable[[], list[tuple[str, str]]]
+"""(model server URL, its admin key) of each model server whose engines take weight updates."""
+_VERSIONS_TIMEOUT_S = 2.0
 
 
 def build_head_app(
-    *, config: dict[str, Any], servers: ServersView, engines: ServersView = lambda: []
+    *,
+    config: dict[str, Any],
+    servers: ServersView,
+    engines: ServersView = lambda: [],
+    weight_sources: WeightSources = lambda: [],
 ) -> FastAPI:
-    """The head server's app. `config` must already be masked; `servers`/`engines` run per request."""
+    """The head server's app. `config` must already be masked; `servers`/`engines` run per request,
+    and `/engines` asks each of `weight_sources` for its engines' versions then."""
     app = build_app(HEAD_NAME)
 
     @app.get("/config")
@@ -54,13 +65,44 @@ def build_head_app(
 
     @app.get("/engines")
     async def get_engines() -> JSONResponse:
-        return JSONResponse(engines())
+        rows = engines()
+        sources = weight_sources()
+        if sources:
+            versions = await _engine_versions(sources)
+            for row in rows:
+                root = str(row.get("url") or "").removesuffix("/v1").rstrip("/")
+                if root in versions:
+                    row["weight_version"] = versions[root]
+        return JSONResponse(rows)
 
     @app.get("/global_config_dict_yaml")
     async def get_global_config_dict_yaml() -> JSONResponse:
         return JSONResponse(yaml.safe_dump(with_addresses(config, servers()), sort_keys=False))
 
     return app
+
+
+async def _engine_versions(sources: list[tuple[str, str]]) -> dict[str, int | None]:
+    """Engine root URL -> the version its model server says it serves (its `/admin/weights`); a
+    server that does not answer within 2 s lists nothing (its engines show no version)."""
+    from ng_cli.model_server.admin_paths import ADMIN_ROUTES
+
+    def read(url: str, key: str) -> dict[str, Any]:
+        request = urllib.request.Request(
+            f"{url.rstrip('/')}{ADMIN_ROUTES['weights']}", headers={"Authorization": f"Bearer {key}"}
+        )
+        with urllib.request.urlopen(request, timeout=_VERSIONS_TIMEOUT_S) as answer:
+            listed = json.loads(answer.read()).get("engine_versions")
+        return listed if isinstance(listed, dict) else {}
+
+    answers = await asyncio.gather(
+        *(asyncio.to_thread(read, url, key) for url, key in sources), return_exceptions=True
+    )
+    versions: dict[str, int | None] = {}
+    for answer in answers:
+        if isinstance(answer, dict):
+            versions.update({str(root).rstrip("/"): version for root, version in answer.items()})
+    return versions
 
 
 def with_addresses(config: dict[str, Any], servers: list[dict[str, Any]]) -> dict[str, Any]:

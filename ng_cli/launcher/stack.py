@@ -407,11 +407,20 @@ class Stack:
         from ng_cli.head import HeadServer, build_head_app  # fastapi loads while the children start
 
         app = build_head_app(
-            config=self.plan.masked_config, servers=self.servers_status, engines=lambda: self.engines.rows()
+            config=self.plan.masked_config,
+            servers=self.servers_status,
+            engines=lambda: self.engines.rows(),
+            weight_sources=self._weight_sources,
         )
         self.head = HeadServer(app, self._sockets.pop(self.plan.head.name))
         self.head.start()
         self.ready_s[self.plan.head.name] = time.monotonic() - self._started
+
+    def _weight_sources(self) -> list[tuple[str, str]]:
+        """(URL, admin key) of each model server over engines ng_run starts that take weight updates
+        (the head's `/engines` asks them each engine's version)."""
+        keys = {engines.instance: engines.api_key for engines in self.plan.engines if engines.weight_updates}
+        return [(server.url, keys[server.name]) for server in self.plan.servers if server.name in keys]
 
     def _takes_weight_updates(self, name: str) -> bool:
         return name in self._admin_keys()
