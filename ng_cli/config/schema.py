@@ -14,7 +14,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 from pydantic_core import ErrorDetails
 
 from ng_cli.config.instances import ServerInstance
@@ -170,6 +178,19 @@ class DatasetConfig(_ConfigModel):
     """Packages NeMo Gym installs before `prepare_script`; not used here."""
     taskset: str | None = None
     """NeMo Gym's taskset identifier for environment servers; not used here."""
+    prompt_config: str | None = None
+    """NeMo Gym's prompt template for raw rows; only null here: template the rows first with
+    `ng_materialize_prompts` and point `jsonl_fpath` at its output."""
+
+    @field_validator("prompt_config")
+    @classmethod
+    def _prompt_config_unset(cls, value: str | None) -> str | None:
+        if value is not None:
+            raise ValueError(
+                f"a dataset's prompt_config ({value}) is not applied at collection here; run "
+                "ng_materialize_prompts on the raw rows and set jsonl_fpath to its output"
+            )
+        return value
 
 
 class AgentServerConfig(ServerConfig):

@@ -26,6 +26,7 @@ _API = "ng_cli.nemo_gym_compat.api"
 STAND_INS = frozenset(
     {
         "base_resources_server",
+        "base_responses_api_agent",
         "config_types",
         "episode_types",
         "failure_kinds",

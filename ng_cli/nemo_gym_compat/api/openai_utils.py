@@ -9,6 +9,7 @@ endpoint given by URL, `NeMoGymAsyncOpenAI`, is in `openai_client` and exported 
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag
@@ -45,6 +46,7 @@ __all__ = [
     "NeMoGymResponseUsage",
     "NeMoGymSummary",
     "PermanentEndpointError",
+    "accumulate_response_usage",
 ]
 
 
@@ -215,6 +217,21 @@ class NeMoGymResponseUsage(_Open):
     output_tokens_details: NeMoGymResponseOutputTokensDetails | None = None
     total_tokens: int | None = None
 
+    @classmethod
+    def sum_from_list(cls, usages: Iterable[NeMoGymResponseUsage]) -> NeMoGymResponseUsage:
+        """The usages added up (NeMo Gym's); an empty list is zero counts, as NeMo Gym starts."""
+        zero = cls(
+            input_tokens=0,
+            input_tokens_details=NeMoGymResponseInputTokensDetails(cached_tokens=0),
+            output_tokens=0,
+            output_tokens_details=NeMoGymResponseOutputTokensDetails(reasoning_tokens=0),
+            total_tokens=0,
+        )
+        total = zero
+        for usage in usages:
+            total = accumulate_response_usage(total, usage) or zero
+        return total
+
 
 class _ResponseError(_Open):
     """The SDK's `ResponseError` (`code`, `message`)."""
@@ -302,3 +319,31 @@ class NeMoGymChatCompletionCreateParamsNonStreaming(_Open):
     tools: list[dict[str, Any]] | None = None
     tool_choice: Any = None
     stream: Literal[False] | None = None
+
+
+def _add_counts(left: int | None, right: int | None) -> int | None:
+    """A sum of two counts; an unknown count (None) makes the sum unknown, never a made-up 0."""
+    return None if left is None or right is None else left + right
+
+
+def accumulate_response_usage(
+    total: NeMoGymResponseUsage | None, additional: NeMoGymResponseUsage | None
+) -> NeMoGymResponseUsage | None:
+    """`total` plus `additional`, detail counts included (NeMo Gym's, for agents that sum turns)."""
+    if additional is None:
+        return total
+    if total is None:
+        return additional.model_copy(deep=True)
+    result = total.model_copy(deep=True)
+    result.input_tokens = _add_counts(result.input_tokens, additional.input_tokens)
+    result.output_tokens = _add_counts(result.output_tokens, additional.output_tokens)
+    result.total_tokens = _add_counts(result.total_tokens, additional.total_tokens)
+    if result.input_tokens_details is not None and additional.input_tokens_details is not None:
+        result.input_tokens_details.cached_tokens = _add_counts(
+            result.input_tokens_details.cached_tokens, additional.input_tokens_details.cached_tokens
+        )
+    if result.output_tokens_details is not None and additional.output_tokens_details is not None:
+        result.output_tokens_details.reasoning_tokens = _add_counts(
+            result.output_tokens_details.reasoning_tokens, additional.output_tokens_details.reasoning_tokens
+        )
+    return result

@@ -1,0 +1,83 @@
+"""NeMo Gym's own agents, unchanged (tests/fixtures/nemo_gym_servers), served by our stack.
+
+scicode_agent (NeMo Gym's `SimpleResponsesAPIAgent` subclass: one model call per SciCode
+sub-step, each a call to its own `/v1/responses`, then the resources server's `/verify`) starts
+from NeMo Gym's root with its config unchanged, and ng_collect_rollouts drives it: the agent's
+loop runs through our vllm_model to the engine once per sub-step that is not prefilled, and
+the one thing outside reach, SciCode's `test_data.h5` (a download outside the package
+registries), is what each row's failure names, typed (502 naming the URL), not a bare 500.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import httpx2 as httpx
+import orjson
+import pytest
+
+from tests.fixtures.caps import HANG_CAP_S
+from tests.fixtures.stack_process import StackProcess
+from tests.fixtures.stub_vllm import StubProcess
+
+pytestmark = pytest.mark.integration
+
+NEMO_GYM_ROOT = Path(__file__).resolve().parents[1] / "fixtures" / "nemo_gym_servers"
+BIN = Path(sys.executable).parent
+SCICODE_ROWS = NEMO_GYM_ROOT / "resources_servers" / "scicode" / "data" / "example.jsonl"
+PREFILLED = {("13", 5), ("62", 0), ("76", 2)}
+"""SciCode's prefilled steps (`step_utils.PREFILLED_STEPS_CODE`): never sent to the model."""
+
+
+def _model_steps(rows: list[dict[str, object]]) -> int:
+    return sum(
+        1
+        for row in rows
+        for step in range(len(row["sub_steps"]))  # type: ignore[arg-type]
+        if (row["problem_id"], step) not in PREFILLED
+    )
+
+
+def test_scicode_agent_runs_unchanged_from_their_root(tmp_path: Path) -> None:
+    rows = [orjson.loads(line) for line in SCICODE_ROWS.read_bytes().splitlines()]
+    configs = [
+        "resources_servers/scicode/configs/scicode.yaml",
+        "responses_api_models/vllm_model/configs/vllm_model.yaml",
+    ]
+    with StubProcess() as engine:
+        (tmp_path / "env.yaml").write_text(
+            f"policy_base_url: {engine.base_url}\npolicy_api_key: stub-key\npolicy_model_name: stub-model\n"
+        )
+        env = {**os.environ, "NG_ENV_YAML": str(tmp_path / "env.yaml")}
+        ready, log_path = tmp_path / "ready.json", tmp_path / "ng_run.log"
+        stack = StackProcess.start(
+            [str(BIN / "ng_run"), "+config_paths=[" + ",".join(configs) + "]", "++head_server.port=0", f"+ready_file={ready}"],
+            env=env, cwd=NEMO_GYM_ROOT, ready_file=ready, log_path=log_path, timeout_s=HANG_CAP_S,
+        )  # fmt: skip
+        try:
+            collect = subprocess.run(
+                [
+                    str(BIN / "ng_collect_rollouts"),
+                    "+agent_name=scicode_agent",
+                    f"+head_server_url={stack.head_url}",
+                    f"+input_jsonl_fpath={SCICODE_ROWS}",
+                    f"+output_jsonl_fpath={tmp_path / 'out.jsonl'}",
+                ],
+                cwd=tmp_path, env=env, capture_output=True, text=True, timeout=HANG_CAP_S, check=False,
+            )  # fmt: skip
+            chat_calls = httpx.get(f"{engine.root_url}/_stub/stats").json()["calls"]["chat"]
+        finally:
+            stack.stop()
+    assert collect.returncode == 1, collect.stderr + log_path.read_text()
+    failures = [orjson.loads(line) for line in (tmp_path / "out_failures.jsonl").read_bytes().splitlines()]
+    assert len(failures) == len(rows) == 5
+    for failure in failures:
+        assert failure["status"] == 502, failure
+        assert "/verify answered 500" in failure["message"]
+        assert "test_data_fpath is not configured" in failure["message"]
+    attempts = failures[0]["attempt"]
+    assert all(failure["attempt"] == attempts for failure in failures)
+    assert chat_calls == _model_steps(rows) * attempts
