@@ -156,6 +156,8 @@ NOT_RUN_HERE = {
     "weight_push.py": "needs a GPU: CUDA IPC or NCCL from a trainer process to the engine (bench/gpu_session.sh pushipc8b, pushnccl8b)",
     "trl_nemo_gym.py": "needs TRL (the trl extra, torch first) and TRL's grpo_nemo_gym.py, which is not in this "
     "repository (--script PATH); tests/engine/test_trl_rollout_func.py runs a client of its shape in CI",
+    "trl_vllm_client.py": "needs TRL (its VLLMClient, run in the engine's interpreter; --trl-site): the routes it "
+    "calls run in CI through tests/integration/test_vllm_weight_routes.py",
     "nemo_gym_servers.py": "needs NeMo Gym's tree (--nemo-gym ROOT: its 43 MB wheel unpacked)",
     "nemo_gym_startup.py": "needs NeMo Gym's tree and its own dependencies (--nemo-gym ROOT)",
     "nemo_gym_own_tests.py": "needs NeMo Gym's tree (--nemo-gym ROOT: runs its servers' own tests)",
