@@ -57,7 +57,7 @@ STAGE=/tmp/ng-wh
 PY="$VENV/bin/python"
 export NG_VLLM_VENV="$VENV" PYTHONUNBUFFERED=1 NG_GPU_RESULTS="$OUT"
 
-step="${1:?usage: gpu_session.sh stage|install|quickstart|replicas|dense8b|ckpt8b|weights8b|loaders8b|pushipc8b|pushnccl8b|delta8b|ckptmoe|eff28|moe28|tp2|issue28|issue41a|bg|poll [args]}"
+step="${1:?usage: gpu_session.sh stage|install|quickstart|replicas|dense8b|ckpt8b|weights8b|loaders8b|pushipc8b|pushnccl8b|delta8b|ckptmoe|eff28|moe28|tp2|issue28|issue41a|issue41b|bg|poll [args]}"
 case "$step" in
   stage)
     bash scripts/build_vllm_env.sh --wheelhouse "${2:?part folder}" --stage "$STAGE" --stage-only
@@ -243,6 +243,20 @@ case "$step" in
     ;;
   issue28)
     for part in ckptmoe eff28 moe28 tp2; do
+      echo "== $part $(date +%T)"; bash bench/gpu_session.sh "$part" || echo "$part failed: $?"
+    done
+    ;;
+  issue41b)
+    # Issue 41's rest on two GPUs, in the issue's order: the EP refit proof (files check, probes that
+    # tell A from B, an expert-only change, a 5-minute soak), TP 2 with the allreduce fusion off
+    # (the plan's own choice where multicast is off), then the 8B delta from disk (one GPU).
+    for part in ckptmoe; do bash bench/gpu_session.sh "$part" || echo "$part failed: $?"; done
+    echo "== moe28 $(date +%T)"
+    SOAK_S="${SOAK_S:-300}" INTERNAL_PHASES="${INTERNAL_PHASES:-ep,refit,update}" bash bench/gpu_session.sh moe28 \
+      || echo "moe28 failed: $?"
+    echo "== tp2 $(date +%T)"
+    WAVES=1 ROUNDS=1 bash bench/gpu_session.sh tp2 efficiency_8b_tp2_fusion_off || echo "tp2 failed: $?"
+    for part in ckpt8b delta8b; do
       echo "== $part $(date +%T)"; bash bench/gpu_session.sh "$part" || echo "$part failed: $?"
     done
     ;;
