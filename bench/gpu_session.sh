@@ -42,6 +42,13 @@
 # The device tool sends the checkout the session started in (the main checkout), not a helper's
 # worktree: carry a helper's changes as a patch in an ignored folder, apply it to a copy of the tree
 # on the device (`/tmp/ng-tree`, `patch -p1`) and run the steps from there with PYTHONPATH=/tmp/ng-tree.
+# What ran on 2026-11-28 (two H200s): the tree travels with every call (about 20 MB), so the
+# wheelhouse went as six parts of 34 MiB (`split_wheelhouse(..., part_mib=34)`), each call under the
+# 64 MiB limit; and a `git archive HEAD` snapshot of ng_cli, bench, scripts, pyproject.toml,
+# responses_api_models, responses_api_agents, resources_servers and tests/fixtures travelled as an
+# ignored folder, copied to /tmp/ng-tree in the first call and run from there, so that no helper's
+# half-made edit in the working tree reached the device. Kill leftovers there with bracketed
+# patterns (`pkill -f "[v]llm"`): a plain `pkill -f vllm` matches the call's own shell.
 # A step longer than one device call (10 minutes; an 8B engine's first start alone takes ~4) runs
 # in the background and is polled by the calls after it, back to back (the machine is given back
 # after 30 s idle):
