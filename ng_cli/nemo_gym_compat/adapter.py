@@ -71,6 +71,12 @@ class NemoGymResourcesConfig(ResourcesServerConfig):
     @model_validator(mode="wrap")
     @classmethod
     def _check_with_their_class(cls, data: Any, handler: Any) -> Any:
+        if isinstance(data, Mapping) and data.get("sandbox_provider"):
+            from ng_cli.nemo_gym_compat.api.sandbox import unavailable_provider
+
+            problem = unavailable_provider(data["sandbox_provider"])
+            if problem is not None:
+                raise ValueError(f"sandbox_provider: {problem}")
         ours = handler(data)
         if isinstance(data, Mapping):
             try:

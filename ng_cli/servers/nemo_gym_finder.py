@@ -37,7 +37,10 @@ STAND_INS = frozenset(
         "prompt",
         "reward_profile",
         "rollout_collection",
+        "responses_converter",
         "rollout_correlation",
+        "sandbox",
+        "sandbox.config",
         "server_utils",
         "task_data",
         "testing",
@@ -47,7 +50,7 @@ STAND_INS = frozenset(
 )
 """The NeMo Gym modules we stand in for; any other `nemo_gym.X` is "No module named" (a clear
 reason in a report: that server needs a part of NeMo Gym we do not offer, such as its sandbox)."""
-_PACKAGES = frozenset({"testing"})
+_PACKAGES = frozenset({"sandbox", "testing"})
 """Stand-ins that are packages (their submodules are stand-ins too)."""
 
 

@@ -38,7 +38,7 @@ def test_without_nemo_gym_the_stand_ins_answer(tmp_path: Path) -> None:
         from nemo_gym.server_utils import SESSION_ID_KEY
         print(base.__name__, SESSION_ID_KEY)
         try:
-            import nemo_gym.sandbox
+            import nemo_gym.telemetry
         except ModuleNotFoundError as error:
             print("refused", error.name)
         """,
@@ -49,7 +49,7 @@ def test_without_nemo_gym_the_stand_ins_answer(tmp_path: Path) -> None:
         "ng_cli.nemo_gym_compat.api.base_resources_server",
         "session_id",
         "refused",
-        "nemo_gym.sandbox",
+        "nemo_gym.telemetry",
     ]
 
 
