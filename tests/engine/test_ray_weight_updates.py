@@ -245,6 +245,8 @@ def test_updates_to_b_then_c_during_a_collection_reach_both_nodes(
     status = client.status()
     assert status["version"] == 2
     assert set(status["engine_versions"].values()) == {2}
+    listed = _get(f"{stack.process.head_url}/engines")
+    assert [(row["node_id"], row["weight_version"]) for row in listed] == [(e["node_id"], 2) for e in engines]
     shown = subprocess.run(
         [str(console_script("ng_status")), f"+head_server_url={stack.process.head_url}"],
         cwd=ROOT, env=stack.env, capture_output=True, text=True, timeout=120,
