@@ -120,7 +120,7 @@ def _weights_line(
     line += _engine_versions(status, engines or [])
     held_out = status.get("held_out") or {}
     for engine, reason in held_out.items():
-        line += f"\n  HELD OUT {engine}: {reason} (paused until an update succeeds on it)"
+        line += f"\n  HELD OUT {engine}: {reason} (out of the pool until it holds the current weights)"
     if held_out and not status.get("serving"):
         line += "\n  NO ENGINE SERVES: calls wait for the next update (upstream_down_grace_s bounds the wait)"
     return line, not held_out
