@@ -10,8 +10,10 @@ ready file (which exists exactly while the stack is up) is removed.
 
 from __future__ import annotations
 
+import importlib
 import shutil
 import tempfile
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -60,6 +62,8 @@ def launch(
     )
     if stopped is not None:
         return stopped
+    if not options.dry_run:
+        _load_head_in_background()
     print_warnings(warnings + check_instances(config))  # what start-up would refuse is refused here
     if options.dry_run:
         plan = plan_stack(config, run_dir=Path(tempfile.gettempdir()) / "ng_run-dry-run")
@@ -155,3 +159,10 @@ def run_stack(
                 ready_file.unlink(missing_ok=True)
         assert signals.signum is not None
         return exit_code_for(signals.signum)
+
+
+def _load_head_in_background() -> None:
+    """Import the head server (FastAPI, uvicorn) while the config check's subprocess runs: ng_run
+    only waits for it then, so the import costs no wall time, where after the spawn it competed
+    with the servers' own start-up for the cores (issue 38)."""
+    threading.Thread(target=importlib.import_module, args=("ng_cli.head",), name="ng-load-head").start()
