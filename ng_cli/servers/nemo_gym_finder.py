@@ -39,12 +39,15 @@ STAND_INS = frozenset(
         "rollout_collection",
         "responses_converter",
         "rollout_correlation",
+        "rollout_observability",
         "sandbox",
+        "sandbox.agent_tools",
         "sandbox.config",
         "server_utils",
         "task_data",
         "testing",
         "testing.session_conformance",
+        "tool_access",
         "verifier_fixture",
     }
 )

@@ -349,21 +349,32 @@ def serve_in_child(
     spec_dir: Path,
     ready_timeout_s: float = 60.0,
     session_secret: str | None = None,
+    servers: Mapping[str, ServerAddress] | None = None,
 ) -> Iterator[ChildServer]:
-    """Run `python -m ng_cli.servers.child` on an inherited loopback socket; stop it afterwards."""
+    """Run `python -m ng_cli.servers.child` on an inherited loopback socket; stop it afterwards.
+    With `servers` (its neighbours), its own address is added to them, as ng_run lists every
+    server to every server (NeMo Gym's agents call themselves by name)."""
     secret = session_secret or _random.token_hex(16)
     listener = socket.create_server(("127.0.0.1", 0))
     listener.set_inheritable(True)
     port = listener.getsockname()[1]
+    server_type, implementation = app_path.parent.parent.name, app_path.parent.name
+    neighbours = dict(servers or {})
+    if neighbours:
+        own = ServerAddress(
+            server_type=server_type, implementation=implementation, url=f"http://127.0.0.1:{port}"
+        )
+        neighbours[name] = own
     spec = ServerSpec(
         name=name,
-        server_type=app_path.parent.parent.name,
-        implementation=app_path.parent.name,
+        server_type=server_type,
+        implementation=implementation,
         app_path=str(app_path),
         config=dict(config),
         port=port,
         listen_fd=listener.fileno(),
         session_secret=secret,
+        servers=neighbours,
     )
     spec_path = spec_dir / f"{name}.spec.json"
     write_spec(spec, spec_path)

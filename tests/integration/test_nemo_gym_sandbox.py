@@ -27,7 +27,14 @@ from pydantic import ValidationError
 from ng_cli.rollouts import CollectConfig, collect_rollouts
 from ng_cli.rollouts.progress import NullView
 from ng_cli.servers.loading import load_server_class
-from ng_cli.servers.testing import assistant_message, function_call, serve_agent, serve_in_child
+from ng_cli.servers.spec import ServerAddress
+from ng_cli.servers.testing import (
+    ScriptedModel,
+    assistant_message,
+    function_call,
+    serve_in_child,
+    serve_in_thread,
+)
 from resources_servers.code_execution.tests.test_code_execution_forgery import ATTACKER, PROBE_FDS
 
 pytestmark = [
@@ -45,8 +52,7 @@ LITMUS = (
     / "resources_servers"
     / "litmus_agent"
 )
-REPO = Path(__file__).resolve().parents[2]
-Agent = load_server_class(REPO / "responses_api_agents" / "simple_agent" / "app.py")
+THEIR_SIMPLE_AGENT = LITMUS.parents[1] / "responses_api_agents" / "simple_agent" / "app.py"
 TOOL = "stateful_python_code_exec"
 
 
@@ -110,7 +116,8 @@ ROWS = [
      "method": "tool", "property": "HeavyAtomCount", "smiles": smiles}
     for n, smiles in enumerate(["CCO", "O", "CC(=O)O", "c1ccccc1", "CCN"], start=3)
 ]  # fmt: skip
-"""Rows of litmus_agent's data/example.jsonl shape (its rows are not vendored: their licence)."""
+"""Rows of litmus_agent's data/example.jsonl shape (its rows are not vendored: their licence),
+with its code tool offered."""
 REPEATS = 8
 """5 rows x 8 repeats: the 40 rollouts of the collection that first showed the leak (issue 24)."""
 
@@ -135,37 +142,40 @@ async def attacker_policy(request: dict[str, Any]) -> list[dict[str, Any]]:
 
 @pytest.mark.slow
 async def test_programs_serving_on_inherited_sockets_forge_no_reward(tmp_path: Path) -> None:
+    """Their litmus_agent with their own simple_agent (which passes the tool's plain-text answer
+    on to the model, as theirs does), each in its own process as ng_run starts them."""
     rows = tmp_path / "rows.jsonl"
     rows.write_bytes(b"".join(orjson.dumps(row) + b"\n" for row in ROWS))
     output = tmp_path / "rollouts.jsonl"
-    block = litmus_block()
+    model = ScriptedModel(attacker_policy)
+    agent_block = {
+        "entrypoint": "app.py", "max_steps": 4,
+        "resources_server": {"type": "resources_servers", "name": "litmus_agent"},
+        "model_server": {"type": "responses_api_models", "name": "policy_model"},
+    }  # fmt: skip
     with (
-        serve_in_child(LITMUS / "app.py", block, name="litmus_agent", spec_dir=tmp_path) as env,
-        serve_agent(
-            Agent, attacker_policy, resources_url=env.url, resources_server_type="resources_servers",
-            resources_name="litmus_agent", session_secret=env.session_secret,
-        ) as served,
+        serve_in_thread(model.build_app()) as model_url,
+        serve_in_child(LITMUS / "app.py", litmus_block(), name="litmus_agent", spec_dir=tmp_path) as env,
+        serve_in_child(
+            THEIR_SIMPLE_AGENT, agent_block, name="litmus_agent_agent", spec_dir=tmp_path,
+            session_secret=env.session_secret,
+            servers={
+                "litmus_agent": ServerAddress(server_type="resources_servers", implementation="litmus_agent", url=env.url),
+                "policy_model": ServerAddress(server_type="responses_api_models", implementation="scripted", url=model_url),
+            },
+        ) as agent,
     ):  # fmt: skip
         config = CollectConfig(
             input_jsonl_fpath=rows, output_jsonl_fpath=output, agent_name="agent",
-            agent_urls={"agent": served.agent_url}, num_repeats=REPEATS, num_samples_in_parallel=20,
+            agent_urls={"agent": agent.url}, num_repeats=REPEATS, num_samples_in_parallel=20,
             max_attempts=1, rollout_timeout_s=120,
         )  # fmt: skip
         await collect_rollouts(config, view=NullView())
-        seen = [_raw_outputs(request) for request in served.model.requests]
     rollouts = [orjson.loads(line) for line in output.read_text().splitlines()]
-    failures_path = output.with_name("rollouts_failures.jsonl")
-    failures = (
-        [orjson.loads(line) for line in failures_path.read_text().splitlines()]
-        if failures_path.exists()
-        else []
-    )
     forged = [rollout for rollout in rollouts if rollout["reward"] != 0.0]
     assert len(forged) == 0, f"{len(forged)} of {len(rollouts)} rollouts got a forged reward"
-    assert len(rollouts) + len(failures) == len(ROWS) * REPEATS
-    # Every attacker ran in the sandbox and found no listening socket to serve on. Its output
-    # reached the model, or (our simple_agent takes only JSON tool answers; litmus_agent's tool
-    # answers plain text, which NeMo Gym's simple_agent passes on) the failure that names it.
-    ran = [outputs[-1] for outputs in seen if outputs] + [failure["message"] for failure in failures]
-    assert len(ran) == len(ROWS) * REPEATS
-    assert all("listeners 0" in output for output in ran), ran[:3]
+    assert len(rollouts) == len(ROWS) * REPEATS
+    # Every attacker ran in our sandbox, found no listening socket to serve on, and the model saw so.
+    ran = [outputs[-1] for outputs in map(_raw_outputs, model.requests) if outputs]
+    assert len(ran) == len(rollouts)
+    assert all(output.strip() == "listeners 0" for output in ran), ran[:3]

@@ -6,6 +6,7 @@ import re
 import warnings
 
 __all__ = [
+    "AGENT_RUN_ERROR",
     "JUDGE_FAILED",
     "JUDGE_UNPARSEABLE",
     "VERIFIER_ERROR",
@@ -20,9 +21,18 @@ VERIFIER_ERROR = "verifier_error"
 SESSION_LOST = "session_lost"
 SESSION_EXPIRED = "session_expired"
 PROVIDER_UNAVAILABLE = "provider_unavailable"
+AGENT_RUN_ERROR = "agent_run_error"
 
 _REGISTERED = frozenset(
-    {JUDGE_FAILED, JUDGE_UNPARSEABLE, VERIFIER_ERROR, SESSION_LOST, SESSION_EXPIRED, PROVIDER_UNAVAILABLE}
+    {
+        JUDGE_FAILED,
+        JUDGE_UNPARSEABLE,
+        VERIFIER_ERROR,
+        SESSION_LOST,
+        SESSION_EXPIRED,
+        PROVIDER_UNAVAILABLE,
+        AGENT_RUN_ERROR,
+    }
 )
 _NAMESPACED = re.compile(r"[a-z][a-z0-9_]*:[a-z][a-z0-9_]*")
 

@@ -28,6 +28,7 @@ from uuid import uuid4
 
 import aiohttp
 import orjson
+from aiohttp.base_protocol import BaseProtocol
 from fastapi import FastAPI, Request, Response
 from omegaconf import DictConfig, OmegaConf
 from pydantic import BaseModel, ConfigDict, PrivateAttr, field_validator
@@ -96,13 +97,24 @@ async def request(
     for attempt in range(1, tries + 1):
         try:
             response = await _client_session().request(method, url, **kwargs)
-            await response.read()
+            response.content = _replayable(await response.read())
             return response
         except (TimeoutError, aiohttp.ClientConnectionError):
             if attempt == tries:
                 raise
             await asyncio.sleep(0.5 * attempt)
     raise AssertionError("unreachable")
+
+
+def _replayable(body: bytes) -> aiohttp.StreamReader:
+    """The answer's body, read already, as a fresh stream for code that reads `response.content`
+    (NeMo Gym's simple_agent reads a tool's answer with `content.read()`): aiohttp's is spent."""
+    loop = asyncio.get_running_loop()
+    stream = aiohttp.StreamReader(BaseProtocol(loop), limit=max(2**16, len(body)), loop=loop)
+    if body:
+        stream.feed_data(body)
+    stream.feed_eof()
+    return stream
 
 
 async def raise_for_status(response: aiohttp.ClientResponse, content: bytes | None = None) -> None:
