@@ -25,6 +25,7 @@ _API = "ng_cli.nemo_gym_compat.api"
 
 STAND_INS = frozenset(
     {
+        "base_environment_server",
         "base_resources_server",
         "base_responses_api_agent",
         "config_types",

@@ -4,11 +4,18 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from typing import Any, Generic, TypeVar
+from typing import Generic, Self, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-__all__ = ["BaseEpisodeRequest", "BaseEpisodeResponse", "EpisodeFailure", "EpisodeId", "TaskId"]
+__all__ = [
+    "BaseEpisodeRequest",
+    "BaseEpisodeResponse",
+    "EpisodeFailure",
+    "EpisodeId",
+    "MaterializedTask",
+    "TaskId",
+]
 
 
 class EpisodeId(BaseModel):
@@ -53,14 +60,34 @@ TaskInputT = TypeVar("TaskInputT", bound=BaseModel)
 EpisodeResultT = TypeVar("EpisodeResultT")
 
 
-class BaseEpisodeRequest(BaseModel, Generic[TaskInputT]):
-    episode_id: EpisodeId
+class MaterializedTask(BaseModel, Generic[TaskInputT]):
+    """A task's durable identity and its protocol-shaped input."""
+
+    model_config = ConfigDict(extra="forbid")
+
     task_id: TaskId
     task_input: TaskInputT
 
 
-class BaseEpisodeResponse(BaseModel, Generic[EpisodeResultT]):
+class BaseEpisodeRequest(BaseModel, Generic[TaskInputT]):
+    model_config = ConfigDict(extra="forbid")
+
     episode_id: EpisodeId
+    task: MaterializedTask[TaskInputT]
+
+
+class BaseEpisodeResponse(BaseModel, Generic[EpisodeResultT]):
+    """Exactly one of a typed result or a handled failure."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    episode_id: EpisodeId
+    task_id: TaskId
     result: EpisodeResultT | None = None
     failure: EpisodeFailure | None = None
-    metadata: dict[str, Any] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _result_or_failure(self) -> Self:
+        if (self.result is None) == (self.failure is None):
+            raise ValueError("exactly one of result or failure is required")
+        return self
