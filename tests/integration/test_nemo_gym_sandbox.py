@@ -167,7 +167,7 @@ async def test_programs_serving_on_inherited_sockets_forge_no_reward(tmp_path: P
     ):  # fmt: skip
         config = CollectConfig(
             input_jsonl_fpath=rows, output_jsonl_fpath=output, agent_name="agent",
-            agent_urls={"agent": agent.url}, num_repeats=REPEATS, num_samples_in_parallel=20,
+            agent_urls={"agent": agent.url}, num_repeats=REPEATS, num_samples_in_parallel=40,
             max_attempts=1, rollout_timeout_s=120,
         )  # fmt: skip
         await collect_rollouts(config, view=NullView())
