@@ -109,7 +109,11 @@ class EngineAdmin:
     async def apply_delta(self, path: str, resident: list[str], *, deadline_s: float) -> list[str]:
         """Apply the weights delta at `path` onto `resident` (the full checkpoint the engine holds, then
         the deltas since); the fingerprint of every worker after it."""
-        body = {"method": "ng_apply_delta", "kwargs": {"path": path, "resident": resident}, "timeout": deadline_s}
+        body = {
+            "method": "ng_apply_delta",
+            "kwargs": {"path": path, "resident": resident},
+            "timeout": deadline_s,
+        }
         answer = await self._phase("reload", self._post("/collective_rpc", body, deadline_s), deadline_s)
         return _per_worker(self.root_url, "reload", answer)
 
