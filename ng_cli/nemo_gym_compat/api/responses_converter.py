@@ -9,7 +9,8 @@ to Responses output items) is served by vllm_model itself and not stood in for h
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Sequence
+from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
@@ -20,7 +21,7 @@ from ng_cli.nemo_gym_compat.api.openai_utils import (
 )
 from ng_cli.protocol import ResponsesRequest
 
-__all__ = ["ResponsesConverter"]
+__all__ = ["ResponsesConverter", "split_responses_input_output_items"]
 
 
 class ResponsesConverter(BaseModel):
@@ -42,3 +43,29 @@ class ResponsesConverter(BaseModel):
         if not model:
             chat.pop("model", None)
         return NeMoGymChatCompletionCreateParamsNonStreaming.model_validate(chat)
+
+
+_OUTPUT_BOUNDARY_TYPES = frozenset(
+    {
+        "code_interpreter_call", "computer_call", "custom_tool_call", "file_search_call",
+        "function_call", "image_generation_call", "local_shell_call", "mcp_approval_request",
+        "mcp_call", "mcp_list_tools", "reasoning", "web_search_call", "apply_patch_call", "shell_call",
+        "tool_search_call",
+    }
+)  # fmt: skip
+"""Item types only a model produces: the first one (or an assistant message) starts its output."""
+Item = TypeVar("Item")
+
+
+def _field(item: Any, name: str) -> Any:
+    return item.get(name) if isinstance(item, dict) else getattr(item, name, None)
+
+
+def split_responses_input_output_items(items: Sequence[Item]) -> tuple[list[Item], list[Item]]:
+    """A conversation's items split where the model's part begins (NeMo Gym's rule): at the
+    first assistant message or model-produced item; all input when there is none."""
+    for index, item in enumerate(items):
+        kind = _field(item, "type")
+        if (kind == "message" and _field(item, "role") == "assistant") or kind in _OUTPUT_BOUNDARY_TYPES:
+            return list(items[:index]), list(items[index:])
+    return list(items), []
