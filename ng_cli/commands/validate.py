@@ -70,7 +70,7 @@ def validate(
     """Validate the composed config without starting services."""
     args = with_config_files(overrides, config)
     with reported_errors(verbose=verbose or wants_verbose(args)):
-        stood = compose_with_stand_ins(args)
+        stood = compose_with_stand_ins(args, fragments=True)
         options = command_options(
             stood.composed,
             ValidateOptions,

@@ -157,8 +157,10 @@ class DatasetConfig(_ConfigModel):
 
     name: str
     """Short name, unique within the agent."""
-    type: Literal["train", "validation", "example"]
-    """What the data is for; `example` rows are small and checked into the repo."""
+    type: Literal["train", "validation", "example", "benchmark"]
+    """What the data is for; `example` rows are small and checked into the repo; `benchmark` is
+    NeMo Gym's type for a benchmark's data (`benchmarks/<name>/config.yaml`), which its
+    `prepare_script` makes (not run here: `ng_prepare_benchmark` says why)."""
     jsonl_fpath: str
     """Path of the JSONL file, relative to the repo root or absolute."""
     license: str | None = None
@@ -266,8 +268,13 @@ def validate_block(
             dict.fromkeys(_describe(error, model_cls, owner, sources) for error in errors)
         )
         summary, hint = _summary(problems, owner, model_cls), _hint(errors, owner)
-        if not refusals and all(_is_unset(error) for error in errors):
-            raise IncompleteConfigError(summary, hint=_unset_hint(errors, owner)) from exc
+        missing = any(error["type"] == "missing" for error in errors)
+        if not refusals and all(_is_unset(error) or error["type"] == "missing" for error in errors):
+            # a key missing, or a placeholder: a block that waits to be completed (NeMo Gym reads
+            # it only when its server starts); a missing key is added where the block is written
+            raise IncompleteConfigError(
+                summary, hint=hint if missing else _unset_hint(errors, owner)
+            ) from exc
         raise ConfigError(summary, hint=hint) from exc
     if refusals:
         raise ConfigError(_summary(refusals, owner, model_cls))
@@ -280,6 +287,8 @@ def validate_block(
 
 
 def _unset_hint(errors: list[ErrorDetails], owner: _Owner) -> str:
+    """What to set: a placeholder's key or a missing one (a block that another file, env.yaml or
+    the command line completes: NeMo Gym reads it only when its server starts)."""
     keys = list(dict.fromkeys(_unset_key(error) for error in errors))
     if not owner.is_tree_key:
         return f"set {', '.join(keys)} before the server starts"

@@ -7,7 +7,12 @@ which `gym env validate` and its data commands fall back to):
 * `policy_base_url` / `policy_api_key` / `policy_model_name` unset (or `???`): each is filled with
   a stand-in value;
 * no `policy_model` instance, while a block refers to it (an environment's file validated
-  without the model's): a stand-in `vllm_model` instance of that name, over the stand-in values.
+  without the model's): a stand-in `vllm_model` instance of that name, over the stand-in values;
+* with `fragments` (ng_validate), a block without `entrypoint` (an override fragment, such as
+  `vllm_model_supply_prefix.yaml`, loaded without the file it overrides): NeMo Gym's validate does
+  not count it as a server and passes; here it is given `entrypoint: app.py` so that its keys are
+  still checked by its server's class (what the file it overrides leaves out then "will not start
+  as-is").
 
 The command says which were stood in. Commands that do call the model compose without stand-ins.
 """
@@ -47,6 +52,10 @@ _POLICY_MODEL_BLOCK: dict[str, Any] = {
     }
 }
 _NO_POLICY_MODEL = f"no responses_api_models instance named '{POLICY_MODEL}'"
+_NO_ENTRYPOINT = re.compile(r"(\S+)\.entrypoint: missing required key 'entrypoint'")
+"""A block's key (`<name>.<server_type>.<implementation>`) in find_instances' message."""
+_FRAGMENT = "entrypoint of "
+"""The prefix of a stood-in key that names a fragment given an entrypoint (`entrypoint of <key>`)."""
 
 
 @dataclass(frozen=True)
@@ -59,18 +68,23 @@ class StoodIn:
     error: ConfigError | None
 
 
-def compose_with_stand_ins(overrides: Sequence[str]) -> StoodIn:
+def compose_with_stand_ins(overrides: Sequence[str], *, fragments: bool = False) -> StoodIn:
     """Compose; when only the policy model's settings or instance are missing, compose again
-    with stand-ins for what is missing (each pass may reveal the next: values, then the instance)."""
+    with stand-ins for what is missing (each pass may reveal the next: values, then the instance).
+    `fragments`: a block without `entrypoint` is given one (see the module's docstring)."""
     keys: list[str] = []
     first: ConfigError | None = None
     while True:
         edits = [f"++{key}={STAND_INS[key]}" for key in keys if key in STAND_INS]
+        edits += [
+            f"++{key.removeprefix(_FRAGMENT)}.entrypoint=app.py" for key in keys if key.startswith(_FRAGMENT)
+        ]
         values = {POLICY_MODEL: _POLICY_MODEL_BLOCK} if POLICY_MODEL in keys else None
         try:
             return StoodIn(compose_config([*overrides, *edits], values=values), keys, first)
         except ConfigError as exc:
-            missing = [key for key in _missing(exc.message) if key not in keys]
+            found = _missing(exc.message) + (_fragments(exc.message) if fragments else [])
+            missing = [key for key in found if key not in keys]
             if not missing:
                 raise
             first = first or exc
@@ -90,6 +104,11 @@ def _missing(message: str) -> list[str]:
     return missing
 
 
+def _fragments(message: str) -> list[str]:
+    """The blocks the composition error says have no `entrypoint`, as stood-in keys."""
+    return [f"{_FRAGMENT}{key}" for key in _NO_ENTRYPOINT.findall(message)]
+
+
 def stand_in_warning(keys: Sequence[str], *, strict_hint: bool) -> str:
     """The warning a command prints when it ran with stand-ins."""
     tail = "; +strict=true makes this an error" if strict_hint else ""
@@ -97,6 +116,12 @@ def stand_in_warning(keys: Sequence[str], *, strict_hint: bool) -> str:
     parts = [f"{', '.join(values)} unset"] if values else []
     if POLICY_MODEL in keys:
         parts.append(f"no '{POLICY_MODEL}' instance (a file that defines it is not given)")
+    blocks = [key.removeprefix(_FRAGMENT) for key in keys if key.startswith(_FRAGMENT)]
+    if blocks:
+        parts.append(
+            f"no entrypoint in {', '.join(blocks)} (an override of a block that another file defines; "
+            "NeMo Gym does not count it as a server): given entrypoint: app.py"
+        )
     return (
         f"{' and '.join(parts)}: checked with stand-ins; this config will not start as-is "
         f"(set them in env.yaml or on the command line, or add the model's config{tail})"

@@ -31,12 +31,18 @@ CHECK_TIMEOUT_S = 120.0
 
 
 def check_instances(
-    config: ComposedConfig, *, python: str = sys.executable, incomplete_ok: bool = False
+    config: ComposedConfig,
+    *,
+    python: str = sys.executable,
+    incomplete_ok: bool = False,
+    unimportable_ok: bool = False,
 ) -> list[str]:
     """Validate every instance as start-up will; the warnings, or one ConfigError with every problem.
 
     A config refused only for placeholders still to be filled in raises `IncompleteConfigError`;
-    with `incomplete_ok` (ng_validate) those come back as warnings that it will not start as-is."""
+    with `incomplete_ok` (ng_validate) those come back as warnings that it will not start as-is.
+    An app.py that cannot be imported for want of a module is a problem, or with `unimportable_ok`
+    (ng_validate: NeMo Gym's validate imports no server) a warning that its block was not checked."""
     planned: list[str] = []
     try:
         plan_stack(config, run_dir=Path(tempfile.gettempdir()))  # entrypoints, hosts, ports, engines
@@ -78,11 +84,18 @@ def check_instances(
         tail = result.stderr.decode(errors="replace").strip().splitlines()[-5:]
         raise ConfigError("checking the server configs failed:\n" + "\n".join(tail))
     report = CheckReport.model_validate_json(result.stdout)
-    if report.problems:
-        _refuse(report.problems + report.incomplete, ConfigError)
+    unimportable = [] if unimportable_ok else report.unimportable
+    if report.problems or unimportable:
+        _refuse(report.problems + unimportable + report.incomplete, ConfigError)
     if report.incomplete and not incomplete_ok:
         _refuse(report.incomplete, IncompleteConfigError)
-    return report.warnings + planned + [_incomplete(message, hint) for message, hint in report.incomplete]
+    not_checked = [_not_checked(message, hint) for message, hint in report.unimportable]
+    incomplete = [_incomplete(message, hint) for message, hint in report.incomplete]
+    return report.warnings + planned + not_checked + incomplete
+
+
+def _not_checked(message: str, hint: str | None) -> str:
+    return f"not checked here, will not start as-is: {message}" + (f"\n  hint: {hint}" if hint else "")
 
 
 def _incomplete(message: str, hint: str | None) -> str:

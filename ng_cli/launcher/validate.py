@@ -32,9 +32,10 @@ def validate_config(stood: StoodIn, *, strict: bool = False) -> Validation:
     """Check the composed config as ng_run would; ConfigError with every problem, else the warnings.
 
     What only waits to be filled in (`IncompleteConfigError`: a placeholder, a null, weights not
-    on this machine) is a warning that the config will not start as-is, unless `strict`."""
+    on this machine) is a warning that the config will not start as-is, unless `strict`; so is a
+    server whose app.py needs a module this environment lacks (its block goes unchecked)."""
     # check_instances plans the stack as ng_run does (engine plans included) before the blocks
-    warnings = check_instances(stood.composed, incomplete_ok=not strict)
+    warnings = check_instances(stood.composed, incomplete_ok=not strict, unimportable_ok=not strict)
     if stood.keys:
         warnings.append(stand_in_warning(stood.keys, strict_hint=True))
     return Validation(composed=stood.composed, warnings=warnings, stood_in=stood.keys)

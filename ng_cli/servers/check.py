@@ -53,7 +53,16 @@ class CheckReport(BaseModel):
     incomplete: list[tuple[str, str | None]] = []
     """(message, hint) per instance that start would refuse only for placeholders still to be
     filled in (`IncompleteConfigError`)."""
+    unimportable: list[tuple[str, str | None]] = []
+    """(message, hint) per instance whose app.py could not be imported for want of a module (a
+    package the server lists and this environment lacks): its block could not be checked."""
     warnings: list[str] = []
+
+
+_INSTALL_HINT = (
+    "install the packages the server lists (its requirements.txt), or let ng_run do it: "
+    "+install_requirements=true"
+)
 
 
 def validated_config(server_class: type[BaseServer[Any]], check: BlockCheck) -> ServerConfig:
@@ -81,9 +90,11 @@ def check_blocks(checks: list[BlockCheck]) -> CheckReport:
             report.problems.append((error.message, error.hint))
         except Exception as error:  # an app.py that fails to import: say which, keep checking
             last = traceback.format_exception_only(type(error), error)[-1].strip()
-            report.problems.append(
-                (f"instance '{check.name}': importing {check.app_path} failed: {last}", None)
-            )
+            message = f"instance '{check.name}': importing {check.app_path} failed: {last}"
+            if isinstance(error, ImportError):  # a module missing here, not a fault of the block
+                report.unimportable.append((message, _INSTALL_HINT))
+            else:
+                report.problems.append((message, None))
         else:
             report.warnings.extend(config.config_warnings)
     return report

@@ -10,7 +10,9 @@ Held here: a placeholder (`http://<host_url>:<port>/v1`), a base_url without /v1
 `${oc.env:KEY,null}` key, a Hub model name and a model server defined in another file pass with
 "will not start as-is" (they were refused: "the port must be a number", "must end with /v1",
 `got '***'`, "not a local model directory", "no responses_api_models instance named
-'policy_model'"); prefix supply starts unchanged; the refusals that stay say why.
+'policy_model'"), and so does an override fragment loaded alone (it was refused: "missing required
+key 'entrypoint'"; its keys are now checked and what the file it overrides gives waits); prefix
+supply starts unchanged; the refusals that stay say why.
 """
 
 from __future__ import annotations
@@ -29,14 +31,13 @@ pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[1] / "fixtures" / "nemo_gym_validate"
 CASES = load_cases("validate")
 REFUSED_HERE = {
-    "override-fragment-alone": "policy_model.responses_api_models.vllm_model.entrypoint: missing required key 'entrypoint'",
     "completions-api": "NeMo Gym's 'use_completions_api' set to True is not supported here",
     "responses-native": "NeMo Gym's 'is_responses_native' set to True is not supported here",
     "placeholder-strict": "is still a placeholder ('http://<host_url>:<port>/v1')",
 }
 """Cases NeMo Gym passes and we refuse on purpose, with the refusal's text (docs/validate.md says
-why each is right: a file with no server NeMo Gym's own start refuses too; features this project
-does not have are refused by name, not ignored; +strict=true makes "will not start as-is" an error)."""
+why each is right: features this project does not have are refused by name, not ignored;
++strict=true makes "will not start as-is" an error)."""
 WARNED = {
     "placeholder-url-and-key": (
         "safety_judge_model.responses_api_models.vllm_model.base_url is still a placeholder "
@@ -53,9 +54,25 @@ WARNED = {
     "hub-model-name": ("'Qwen/Qwen3-30B-A3B-Instruct-2507' is not a local model directory",),
     "model-server-in-another-file": ("no 'policy_model' instance",),
     "supply-prefix-for-training": ("supply_prefix_token_ids: true changes nothing here",),
+    "override-fragment-alone": (
+        "no entrypoint in policy_model.responses_api_models.vllm_model (an override of a block that "
+        "another file defines; NeMo Gym does not count it as a server)",
+        "policy_model.responses_api_models.vllm_model.base_url: missing required key 'base_url'",
+    ),
+    "override-fragment-of-the-policy-model": (
+        "no entrypoint in policy_model.responses_api_models.vllm_model",
+        "policy_model.responses_api_models.vllm_model.model: missing required key 'model'",
+    ),
+    "delete-key-of-a-key-another-file-gives": (
+        "'Qwen/Qwen3-235B-A22B-Instruct-2507-FP8' is not a local model directory",
+    ),
 }
 """What our warnings say where both pass (NeMo Gym says nothing of most: it reads a server's
 block only when that server starts)."""
+
+
+INCLUDED = {"responses_api_models/local_vllm_model/configs/Qwen/Qwen3-235B-A22B-Instruct-2507-FP8.yaml"}
+"""Files a case's file lists in its own config_paths (judge_local_endpoints.yaml's)."""
 
 
 @pytest.fixture(autouse=True)
@@ -98,6 +115,6 @@ def test_the_documented_refusals_say_why(case_id: str) -> None:
 
 
 def test_the_fixture_folder_holds_exactly_the_cases_files() -> None:
-    used = {path for case in CASES for path in case["config_paths"]}
+    used = {path for case in CASES for path in case["config_paths"]} | INCLUDED
     shipped = {str(path.relative_to(ROOT)) for path in ROOT.rglob("*.yaml")}
     assert used == shipped

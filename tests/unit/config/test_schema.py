@@ -18,7 +18,7 @@ from ng_cli.config.schema import (
     ServerRef,
     validate_block,
 )
-from ng_cli.errors import ConfigError
+from ng_cli.errors import ConfigError, IncompleteConfigError
 
 
 class _VllmLike(ModelServerConfig):
@@ -90,6 +90,7 @@ def test_child_call_form_with_only_an_instance_name() -> None:
         "spec.json  policy_model.api_key: missing required key 'api_key' in instance 'policy_model'"
     )
     assert caught.value.hint == "add api_key to the block in the config file (spec.json)"
+    assert isinstance(caught.value, IncompleteConfigError)  # a block to complete, not a wrong one
     config = validate_block(_VllmLike, {"api_key": "k", "base_url": "u"}, instance="policy_model")
     assert config.api_key == "k"
 
@@ -117,7 +118,8 @@ def test_agent_with_datasets() -> None:
     agent = validate_block(AgentServerConfig, block)
     assert agent.datasets[0].num_repeats == 1
     with pytest.raises(
-        ConfigError, match=r"datasets\.0\.type: Input should be 'train', 'validation' or 'example'"
+        ConfigError,
+        match=r"datasets\.0\.type: Input should be 'train', 'validation', 'example' or 'benchmark'",
     ):
         validate_block(
             AgentServerConfig, {**block, "datasets": [{"name": "ex", "type": "test", "jsonl_fpath": "d"}]}
