@@ -91,9 +91,11 @@ class _Resolver:
             resolved = self._apply(raw, path, *directive)
         elif isinstance(raw, dict):
             block = dict(raw)
-            leftover = _pop_delete(block, path, self.sources)
+            # a key to delete that is not here is let be, as NeMo Gym's `_recursively_swap_keys_helper`
+            # lets it be (it may be written for a block that another file completes); only a
+            # block's _inherit_from / _copy must bring each key it deletes
+            _pop_delete(block, path, self.sources)
             resolved = {key: self.value(child, join_key(path, key)) for key, child in block.items()}
-            self._delete(resolved, leftover, path)
         elif isinstance(raw, list):
             resolved = [self.value(child, join_key(path, index)) for index, child in enumerate(raw)]
         else:

@@ -173,3 +173,30 @@ def test_a_chain_too_long_to_follow_is_refused(repo: Path, cwd: Path, write: Wri
     path = write(repo / "conf/c.yaml", links + "k2000: {v: 1}\n")
     with pytest.raises(ConfigError, match=r"^conf/c\.yaml:1  k0\._copy: a chain of more than 100 directives"):
         compose_config([f"+config_paths=[{path}]"], cwd=cwd)
+
+
+@pytest.mark.usefixtures("repo")
+def test_delete_key_of_an_absent_key_is_let_be_unless_a_directive_should_bring_it(
+    cwd: Path, write: WriteFile
+) -> None:
+    """NeMo Gym (`_recursively_swap_keys_helper`) deletes what is there in a plain block and lets an
+    absent key be (`benchmarks/nemotron_3_ultra/judge_local_endpoints.yaml` deletes the
+    `vllm_model` of the file it is composed with); after `_copy`/`_inherit_from` each key must exist."""
+    plain = write(cwd / "plain.yaml", BASE + "  _delete_key: vllm_model, domain\n")
+    config = compose_config([f"+config_paths=[{plain}]"], cwd=cwd)
+    assert config.get("base_env.resources_servers.echo_env.greeting") == "from base"
+    assert "_delete_key" not in config.get("base_env")
+    copied = write(
+        cwd / "copied.yaml",
+        BASE
+        + """
+echo:
+  resources_servers:
+    echo_env:
+      _copy: base_env.resources_servers.echo_env
+      _delete_key: "no_such_key"
+""",
+    )
+    with pytest.raises(ConfigError) as caught:
+        compose_config([f"+config_paths=[{copied}]"], cwd=cwd)
+    assert "no key 'no_such_key' to delete" in caught.value.message
