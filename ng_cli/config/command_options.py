@@ -135,9 +135,11 @@ def check_keys(
         owners = [name for name, other in shared.items() if name != command and key in option_names(other)]
         if owners and key not in refused and (on_command_line or where != COMMAND_LINE):
             continue
-        reason = refused.get(key) or GLOBAL.get(key)
+        reason, by = refused.get(key) or GLOBAL.get(key), command
+        if reason is None:  # a NeMo Gym option that a command reading the same files refuses
+            reason, by = _refused_by(key, shared)
         if reason is not None:
-            problems.append(f"{where}  {key}: not offered by {command}: NeMo Gym's +{key} {reason.why}")
+            problems.append(f"{where}  {key}: not offered by {by}: NeMo Gym's +{key} {reason.why}")
             hints.append(reason.instead)
         elif owners:
             problems.append(f"{where}  {key}: an option of {' and '.join(owners)}, not of {command}")
@@ -150,6 +152,15 @@ def check_keys(
     if problems:
         hints.append(f"{command} --help says what each option does")
         raise ConfigError("\n".join(problems), hint="; ".join(dict.fromkeys(hints)))
+
+
+def _refused_by(key: str, shared: Mapping[str, type[BaseModel]]) -> tuple[NotOffered | None, str]:
+    """The first shared command that refuses `key` by name, with its reason."""
+    for name, other in shared.items():
+        reason = getattr(other, "not_offered", {}).get(key)
+        if reason is not None:
+            return reason, name
+    return None, ""
 
 
 def origin(composed: ComposedConfig, key: str) -> str:
