@@ -215,3 +215,17 @@ def test_ng_quickstart_flags_and_keys_are_one_model() -> None:
     code, output = invoke("ng_quickstart", "+num_repeat=3")
     assert code == 2
     assert "did you mean +num_repeats?" in output
+
+
+def test_a_sibling_commands_refusal_is_named_with_its_reason(empty_workdir: Path) -> None:
+    """NeMo Gym's benchmarks/gdpval/config.yaml sets the collector's rollout_collection_driver;
+    ng_validate on it names ng_collect_rollouts' reason (it said 'unknown option of ng_validate')."""
+    (empty_workdir / "shared.yaml").write_text("rollout_collection_driver: custom.Driver\n")
+    code, output = invoke("ng_validate", "-c", "shared.yaml")
+    assert code == 2
+    said = " ".join(output.split())
+    assert (
+        "rollout_collection_driver: not offered by ng_collect_rollouts: NeMo Gym's +rollout_collection_driver "
+        in said
+    )
+    assert "unknown option" not in said
