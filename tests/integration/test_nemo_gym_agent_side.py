@@ -110,3 +110,18 @@ def test_a_dataset_prompt_config_is_accepted_only_when_null() -> None:
     assert DatasetConfig.model_validate({**row, "prompt_config": None}).prompt_config is None
     with pytest.raises(ValueError, match="ng_materialize_prompts"):
         DatasetConfig.model_validate({**row, "prompt_config": "benchmarks/x/prompts/default.yaml"})
+
+
+def test_split_at_the_first_model_produced_item() -> None:
+    from ng_cli.nemo_gym_compat.api.responses_converter import split_responses_input_output_items
+
+    user = {"type": "message", "role": "user", "content": "hi"}
+    tool_result = {"type": "function_call_output", "call_id": "c", "output": "1"}
+    call = {"type": "function_call", "call_id": "c", "name": "f", "arguments": "{}"}
+    answer = {"type": "message", "role": "assistant", "content": "ok"}
+    assert split_responses_input_output_items([user, tool_result, call, answer]) == (
+        [user, tool_result],
+        [call, answer],
+    )
+    assert split_responses_input_output_items([user, answer]) == ([user], [answer])
+    assert split_responses_input_output_items([user]) == ([user], [])
