@@ -48,8 +48,10 @@ class UpstreamConfig(ModelServerConfig):
     """Longest silence while waiting for an answer; a non-streamed generation is silent until done."""
     total_timeout_s: float = Field(default=900.0, gt=0)
     """Longest single attempt, from sending to the last byte."""
-    max_attempts: int = Field(default=3, ge=1, le=20)
-    """Attempts per call (first try included) on connection errors, timeouts and 5xx; 4xx never retry."""
+    max_attempts: int = Field(default=3, ge=1)
+    """Attempts per call (first try included) on connection errors, timeouts and 5xx; 4xx never retry.
+    No upper bound, as NeMo Gym's `max_http_attempts` has none (its gdpval judges set 1800 to wait
+    out a rate-limited judge): the caller's deadline and `total_timeout_s` still end a call."""
     backoff_s: float = Field(default=0.1, ge=0)
     """Base of the exponential backoff between attempts (full jitter)."""
     max_backoff_s: float = Field(default=2.0, ge=0)

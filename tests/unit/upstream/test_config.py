@@ -233,3 +233,11 @@ def test_token_exact_does_not_run_with_a_continued_final_message() -> None:
                 token_exact=True, return_token_id_information=True, continue_final_assistant_message=True
             ),
         )
+
+
+def test_attempts_have_no_upper_bound_as_nemo_gyms_max_http_attempts() -> None:
+    """NeMo Gym's gdpval judges set `max_http_attempts: 1800` (a rate-limited judge); 0 is still refused."""
+    config = validate_block(VllmModelConfig, block=vllm_block(max_attempts=1800))
+    assert config.retry_policy().max_attempts == 1800
+    with pytest.raises(ConfigError, match="max_attempts"):
+        validate_block(VllmModelConfig, block=vllm_block(max_attempts=0))
