@@ -146,6 +146,8 @@ class AgentServer(BaseServer[AC]):
         payload: Any,
         cookies: dict[str, str],
         hop: HopConfig,
+        *,
+        text_ok: bool = False,
     ) -> Any:
         """POST to the resources server (`/<tool>`, `/step`, ...), retrying only a connection
         that failed (refused, reset, or a pooled keep-alive connection the server had just
@@ -155,7 +157,9 @@ class AgentServer(BaseServer[AC]):
         for attempt in range(1, hop.max_attempts + 1):
             try:
                 url = f"{self.resources_url}{path}"
-                return await self.http.post_json(url, payload, cookies=cookies, timeouts=hop.timeouts())
+                return await self.http.post_json(
+                    url, payload, cookies=cookies, timeouts=hop.timeouts(), text_ok=text_ok
+                )
             except UpstreamUnavailableError:
                 if attempt == hop.max_attempts:
                     raise

@@ -30,7 +30,21 @@ from ng_cli.servers.hop import ConnectionLimits, RetryPolicy, Timeouts
 from ng_cli.servers.session import RolloutCookies
 from ng_cli.servers.sse import MAX_EVENT_BYTES, iter_lines, iter_sse_json
 
-__all__ = ["ConnectionLimits", "HttpClient", "RetryPolicy", "Timeouts", "error_envelope", "is_retryable"]
+__all__ = [
+    "ConnectionLimits",
+    "HttpClient",
+    "PlainText",
+    "RetryPolicy",
+    "Timeouts",
+    "error_envelope",
+    "is_retryable",
+]
+
+
+class PlainText(str):
+    """A body that is not JSON, returned as its text where the caller accepts one (`text_ok`): a
+    tool may answer the model in plain text, and NeMo Gym's agents hand it on as it came."""
+
 
 _JSON_HEADERS = {"Content-Type": "application/json"}
 
@@ -127,8 +141,10 @@ class HttpClient:
         headers: Mapping[str, str] | None = None,
         cookies: Mapping[str, str] | None = None,
         timeouts: Timeouts | None = None,
+        text_ok: bool = False,
     ) -> Any:
-        """Send one request and return the decoded JSON body; raise the UpstreamError tree.
+        """Send one request and return the decoded JSON body (with `text_ok`, a body that is not
+        JSON as `PlainText`); raise the UpstreamError tree.
 
         Under a caller's deadline (`ng_cli.servers.deadline`), the timeouts are capped by what is
         left of it and the rest is forwarded in `X-NG-Deadline-S`; a passed deadline sends nothing.
@@ -147,6 +163,11 @@ class HttpClient:
                     cookies.keep({name: morsel.value for name, morsel in response.cookies.items()})
                 if response.status >= 400:
                     raise _http_error(method, url, response.status, body.decode("utf-8", "replace"))
+        if text_ok and body:
+            try:
+                return orjson.loads(body)
+            except orjson.JSONDecodeError:
+                return PlainText(body.decode("utf-8", "replace"))
         return _decoded_json(body, f"{method} {url}") if body else None
 
     def _under_deadline(

@@ -8,6 +8,7 @@ from typing import Any
 import orjson
 
 from ng_cli.errors import BadRequestError
+from ng_cli.servers.http import PlainText
 
 __all__ = ["add_usage", "function_call_output", "input_items", "user_message"]
 
@@ -32,8 +33,10 @@ def input_items(value: Any) -> list[Any]:
 
 
 def function_call_output(call_id: str, result: Any) -> dict[str, Any]:
-    """The item that hands a tool's result (a JSON string) back to the model."""
-    return {"type": "function_call_output", "call_id": call_id, "output": orjson.dumps(result).decode()}
+    """The item that hands a tool's result back to the model: as JSON, or a tool's plain-text
+    answer (`PlainText`) as it came."""
+    output = str(result) if isinstance(result, PlainText) else orjson.dumps(result).decode()
+    return {"type": "function_call_output", "call_id": call_id, "output": output}
 
 
 def add_usage(total: dict[str, Any] | None, usage: Any) -> dict[str, Any] | None:

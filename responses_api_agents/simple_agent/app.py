@@ -115,8 +115,8 @@ class SimpleAgent(AgentServer[SimpleAgentConfig]):
         if problem is not None:
             return function_call_output(call_id, {"error": problem})
         try:
-            result = await self.post_environment(
-                f"/{call['name']}", arguments, cookies, self.config.tool_call
+            result = await self.post_environment(  # a plain-text answer goes to the model as it came
+                f"/{call['name']}", arguments, cookies, self.config.tool_call, text_ok=True
             )
         except UpstreamHTTPError as error:
             return function_call_output(call_id, {"error": tool_error_message(error)})

@@ -258,3 +258,41 @@ async def test_a_model_answer_without_output_is_a_502(client: HttpClient) -> Non
         await client.post_json(f"{stack.agent_url}/run", ROW)
     assert caught.value.status == 502
     assert "without an 'output' list" in caught.value.body
+
+
+class TextProbe(Probe):
+    """Also a tool that answers in plain text, not JSON (NeMo Gym's litmus environments do)."""
+
+    def build_app(self) -> Any:
+        from fastapi.responses import PlainTextResponse
+
+        app = super().build_app()
+
+        @app.post("/motd")
+        async def motd() -> PlainTextResponse:
+            return PlainTextResponse("sunny, 22 degrees")
+
+        return app
+
+
+async def test_a_tools_plain_text_answer_reaches_the_model_as_it_came(client: HttpClient) -> None:
+    """NeMo Gym's simple_agent hands the tool's body on as text; ours refused it as 'not JSON'."""
+    tools = [{"type": "function", "name": "motd", "parameters": {"type": "object"}}]
+
+    def outputs(request: dict[str, Any]) -> list[Any]:
+        return [item for item in request["input"] if item.get("type") == "function_call_output"]
+
+    def policy(request: dict[str, Any]) -> list[dict[str, Any]]:
+        return [function_call("motd", {})] if not outputs(request) else [assistant_message("done")]
+
+    with serve_rollout_stack(TextProbe, Agent, policy) as stack:
+        result = await client.post_json(
+            f"{stack.agent_url}/run",
+            {"responses_create_params": {"input": "go", "tools": tools}, "expected_calls": 0},
+        )
+        sent = outputs(stack.model.requests[1])
+    output = [item for item in result["response"]["output"] if item["type"] == "function_call_output"]
+    assert [item["output"] for item in output] == ["sunny, 22 degrees"]
+    assert sent == [
+        {"type": "function_call_output", "call_id": output[0]["call_id"], "output": "sunny, 22 degrees"}
+    ]
