@@ -130,7 +130,8 @@ class RolloutCollectionHelper:
 
     async def run_from_config(self, config: BaseModel | Mapping[str, Any]) -> list[Row]:
         """`ng_collect_rollouts` with these options (`CollectConfig`'s, NeMo Gym's names); the
-        scored rows of the output, in (task, rollout) order (failures are in `_failures.jsonl`)."""
+        scored rows of the output, in (task, rollout) order (failures are in `_failures.jsonl`); none
+        with `retain_results_in_memory: false`, as NeMo Gym."""
         values = config.model_dump(exclude_unset=True) if isinstance(config, BaseModel) else dict(config)
         refused = [key for key in values if key in NOT_OFFERED]
         if refused:
@@ -140,6 +141,8 @@ class RolloutCollectionHelper:
             values["head_server_url"] = head_url_of(None)
         settings = validate_block(CollectConfig, values, instance="run_from_config")
         await collect_rollouts(settings, view=NullView())
+        if not settings.retain_results_in_memory:  # NeMo Gym's: the rows are in the file only
+            return []
         text = settings.output_jsonl_fpath.read_bytes()
         rows = [orjson.loads(line) for line in text.split(b"\n") if line.strip()]
         return sorted(rows, key=lambda row: (row[TASK_KEY], row[ROLLOUT_KEY]))

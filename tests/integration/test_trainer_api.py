@@ -209,6 +209,13 @@ def test_run_from_config_collects_with_the_collector(running: Any, tmp_path: Pat
         (1, 1, 1.0),
     ]
 
+    # NeMo Gym's retain_results_in_memory: false: the rows go to the file only
+    unkept = config.model_copy(
+        update={"output_jsonl_fpath": tmp_path / "unkept.jsonl", "retain_results_in_memory": False}
+    )
+    assert asyncio.run(RolloutCollectionHelper().run_from_config(unkept)) == []
+    assert len((tmp_path / "unkept.jsonl").read_text().splitlines()) == 4
+
 
 @pytest.mark.usefixtures("nemo_gym")
 def test_shutdown_stops_everything_and_a_second_shutdown_says_so(own_marker: str) -> None:
