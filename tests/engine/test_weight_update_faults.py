@@ -167,9 +167,12 @@ def test_begin_on_engines_without_a_transfer_backend_is_refused_before_any_pause
     assert stamp["start"] == version
 
 
-def long_calls(stack: EngineStack, count: int) -> list[threading.Thread]:
+def long_calls(stack: EngineStack, count: int, hold: Path | None = None) -> list[threading.Thread]:
+    """`count` long generations; with `hold`, each step also waits while that file exists."""
+    asked = {**LONG, "vllm_xargs": {**LONG["vllm_xargs"], "step_hold_file": str(hold)}} if hold else LONG
+
     def call() -> None:
-        body = json.dumps({"input": PROBE_INPUT, **LONG}).encode()
+        body = json.dumps({"input": PROBE_INPUT, **asked}).encode()
         request = urllib.request.Request(
             f"{stack.model_url}/v1/responses", data=body, headers={"Content-Type": "application/json"}
         )
@@ -184,12 +187,16 @@ def long_calls(stack: EngineStack, count: int) -> list[threading.Thread]:
 
 @pytest.mark.parametrize("how", ["timeout", "ctrl-c"])
 def test_an_update_whose_client_gives_up_runs_to_its_end(
-    how: str, stack: EngineStack, client: WeightsClient, ckpts: dict[str, Path]
+    how: str, stack: EngineStack, client: WeightsClient, ckpts: dict[str, Path], tmp_path: Path
 ) -> None:
-    """Point 1: two long calls in flight, mode wait (the pause drains them for >= 20 s), and the
-    command gives up: before, the stack stayed closed and paused with /health ok."""
+    """Point 1: two long calls in flight, mode wait (the pause drains them; they are held open until
+    the command has given up), and the command gives up: before, the stack stayed closed and paused
+    with /health ok. (Held by a file, not by their length: at load 30 the command's own start took
+    longer than the 20 s calls, the update ended first and Ctrl-C found nothing to interrupt.)"""
     version = client.status()["version"] + 1
-    calls = long_calls(stack, 2)
+    hold = tmp_path / "hold"  # the calls (so the pause that drains them) last until it is deleted
+    hold.touch()
+    calls = long_calls(stack, 2, hold)
     wait_for(lambda: client.status()["in_flight"] == 2, HANG_CAP_S, "two long calls in flight")
     args = [f"+path={ckpts['B']}", f"+version={version}", "+mode=wait"]
     if how == "timeout":
@@ -207,6 +214,7 @@ def test_an_update_whose_client_gives_up_runs_to_its_end(
         command.communicate(timeout=HANG_CAP_S)
         assert command.returncode != 0
     assert client.status()["running"]["operation"] == "update"  # it lives on, named
+    hold.unlink()  # the client gave up during the pause: now the calls may end, and the pause with them
     wait_for(lambda: idle(client), DRAIN_CAP_S, "the update to end")
     state = client.status()
     assert (state["version"], state["admitting"], state["last_outcome"]["outcome"]) == (
