@@ -109,6 +109,33 @@ def _revalidation_error(title: str, exc: ValidationError) -> CoreValidationError
     return CoreValidationError.from_exception_data(title, details)
 
 
+def their_server(
+    nemo_gym_class: type[SimpleServer],
+    config: BaseModel,
+    *,
+    name: str,
+    servers: Mapping[str, ServerAddress],
+    head_url: str | None,
+) -> SimpleServer:
+    """A NeMo Gym server object (a resources server or an agent) built as NeMo Gym builds it: its
+    block, the global config dict it reads, its own config class and a ServerClient."""
+    own = servers.get(name)
+    port = urlsplit(own.url).port if own is not None else None
+    # exclude_unset, not exclude_none: a key the block sets to null (`style_length_ratio_range:
+    # null`) may be one their class requires, as NeMo Gym hands the block over with it.
+    block = their_block(config.model_dump(exclude_unset=True), name=name, port=port or 0)
+    tree = global_config_tree(name, block, servers, head_url)
+    set_global_config_dict(tree)
+    their_config_class = nemo_gym_class.model_fields["config"].annotation
+    assert isinstance(their_config_class, type)
+    assert issubclass(their_config_class, BaseModel)
+    client = ServerClient.model_validate(
+        {"head_server_config": tree[HEAD_SERVER_KEY_NAME], "global_config_dict": tree}
+    )
+    their_config = their_config_class.model_validate(block)
+    return nemo_gym_class.model_validate({"config": their_config, "server_client": client})
+
+
 class NemoGymResourcesServer(ResourcesServer[NemoGymResourcesConfig]):
     """Serves one NeMo Gym server object (`self.inner`) on our framework."""
 
@@ -127,21 +154,9 @@ class NemoGymResourcesServer(ResourcesServer[NemoGymResourcesConfig]):
         session_secret: str | None = None,
     ) -> None:
         super().__init__(config, name=name, servers=servers, head_url=head_url, session_secret=session_secret)
-        own = self.servers.get(name)
-        port = urlsplit(own.url).port if own is not None else None
-        # exclude_unset, not exclude_none: a key the block sets to null (`style_length_ratio_range:
-        # null`) may be one their class requires, as NeMo Gym hands the block over with it.
-        block = their_block(config.model_dump(exclude_unset=True), name=name, port=port or 0)
-        tree = global_config_tree(name, block, self.servers, head_url)
-        set_global_config_dict(tree)
-        their_config_class = self.nemo_gym_class.model_fields["config"].annotation
-        assert isinstance(their_config_class, type)
-        assert issubclass(their_config_class, BaseModel)
-        client = ServerClient.model_validate(
-            {"head_server_config": tree[HEAD_SERVER_KEY_NAME], "global_config_dict": tree}
+        self.inner = their_server(
+            self.nemo_gym_class, config, name=name, servers=self.servers, head_url=head_url
         )
-        their_config = their_config_class.model_validate(block)
-        self.inner = self.nemo_gym_class.model_validate({"config": their_config, "server_client": client})
 
     def setup_routes(self, app: FastAPI) -> None:
         """None of ours: the NeMo Gym server's `setup_webserver()` adds its routes."""

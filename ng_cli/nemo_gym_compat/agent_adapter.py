@@ -22,7 +22,6 @@ import logging
 import secrets
 from collections.abc import Mapping
 from typing import Any, ClassVar
-from urllib.parse import urlsplit
 
 import aiohttp
 from fastapi import FastAPI, Request
@@ -41,11 +40,10 @@ from ng_cli.errors import (
 from ng_cli.nemo_gym_compat.adapter import (
     _our_session_first,
     _revalidation_error,
-    global_config_tree,
     their_block,
+    their_server,
 )
-from ng_cli.nemo_gym_compat.api.global_config import HEAD_SERVER_KEY_NAME, set_global_config_dict
-from ng_cli.nemo_gym_compat.api.server_utils import ServerClient, SimpleServer, close_client_session
+from ng_cli.nemo_gym_compat.api.server_utils import SimpleServer, close_client_session
 from ng_cli.servers.agent import AgentServer
 from ng_cli.servers.answers import error_response, status_for
 from ng_cli.servers.spec import ServerAddress
@@ -109,19 +107,9 @@ class NemoGymAgentServer(AgentServer[NemoGymAgentConfig]):
         session_secret: str | None = None,
     ) -> None:
         super().__init__(config, name=name, servers=servers, head_url=head_url, session_secret=session_secret)
-        own = self.servers.get(name)
-        port = urlsplit(own.url).port if own is not None else None
-        block = their_block(config.model_dump(exclude_unset=True), name=name, port=port or 0)
-        tree = global_config_tree(name, block, self.servers, head_url)
-        set_global_config_dict(tree)
-        their_config_class = self.nemo_gym_class.model_fields["config"].annotation
-        assert isinstance(their_config_class, type)
-        assert issubclass(their_config_class, BaseModel)
-        client = ServerClient.model_validate(
-            {"head_server_config": tree[HEAD_SERVER_KEY_NAME], "global_config_dict": tree}
+        self.inner = their_server(
+            self.nemo_gym_class, config, name=name, servers=self.servers, head_url=head_url
         )
-        their_config = their_config_class.model_validate(block)
-        self.inner = self.nemo_gym_class.model_validate({"config": their_config, "server_client": client})
 
     def setup_routes(self, app: FastAPI) -> None:
         """None of ours: the NeMo Gym agent's `setup_webserver()` adds its routes."""
