@@ -64,6 +64,11 @@ class LocalVllmModelConfig(VllmModelConfig):
     `gpu_memory_utilization` below 1 / this): more engines than GPUs for a small model."""
     num_gpus: int | None = Field(default=None, ge=0)
     """GPUs to plan for when `CUDA_VISIBLE_DEVICES` is unset (0 or unset there: CPU engines)."""
+    gpu_ids: list[int] | None = None
+    """The GPUs this instance's engines take, by their machine-wide ids (as nvidia-smi numbers
+    them), whatever the starting process sees: `[1]` when the trainer that starts the stack
+    (`RunHelper`) holds GPU 0 with `CUDA_VISIBLE_DEVICES=0`. Unset: the GPUs visible here
+    (`CUDA_VISIBLE_DEVICES`, else `num_gpus`), taken in order across instances. Not with `ray`."""
 
     weight_updates: bool = False
     """Engines that take new weights mid-run (`ng_update_weights`, docs/training.md): vLLM's admin
@@ -88,6 +93,15 @@ class LocalVllmModelConfig(VllmModelConfig):
             raise ValueError(f"engine_ports must be port numbers 1-65535, got {bad}")
         if len(set(value)) != len(value):
             raise ValueError(f"engine_ports lists a port twice: {value}")
+        return value
+
+    @field_validator("gpu_ids")
+    @classmethod
+    def _check_gpu_ids(cls, value: list[int] | None) -> list[int] | None:
+        if value is None:
+            return None
+        if not value or any(gpu < 0 for gpu in value) or len(set(value)) != len(value):
+            raise ValueError(f"gpu_ids must list distinct GPU ids >= 0, got {value}")
         return value
 
     @property

@@ -279,7 +279,11 @@ def plan_stack(
     ray = read_ray_config(config, [server.name for server in servers])
     devices = tuple(str(i) for i in range(cluster_gpus)) if ray and cluster_gpus is not None else None
     engines = engine_plans(
-        config, env=os.environ if env is None else env, python=engine_python, devices=devices
+        config,
+        env=os.environ if env is None else env,
+        python=engine_python,
+        devices=devices,
+        on_cluster=ray is not None,
     )
     placement = None
     if ray is not None:
@@ -340,10 +344,14 @@ def engine_plans(
     env: Mapping[str, str],
     python: str | None,
     devices: tuple[str, ...] | None = None,
+    on_cluster: bool = False,
 ) -> tuple[InstanceEngines, ...]:
     """Engines of every local_vllm_model instance without a base_url, on devices taken in order
-    (`devices`, else the GPUs visible here: CUDA_VISIBLE_DEVICES or the first instance's num_gpus)."""
+    (`devices`, else the GPUs visible here: CUDA_VISIBLE_DEVICES or the first instance's num_gpus),
+    or on its own `gpu_ids` (not `on_cluster`: a Ray placement picks the GPUs there)."""
     plans: list[InstanceEngines] = []
+    on_cluster = on_cluster or devices is not None
+    taken: set[str] = set()
     for instance in config.instances.values():
         if instance.implementation != LOCAL_ENGINES_IMPLEMENTATION:
             continue
@@ -352,19 +360,41 @@ def engine_plans(
             continue
         if devices is None:
             devices = visible_devices(env, engine_config.num_gpus)
+        free = tuple(device for device in devices if device not in taken)
+        if engine_config.gpu_ids is not None:
+            where = f"{_at(config.sources.lookup(f'{instance.key}.gpu_ids'))}{instance.name}.gpu_ids"
+            free = _own_gpus(engine_config.gpu_ids, taken, on_cluster=on_cluster, where=where)
         plan = plan_engines(
             instance.name,
             engine_config,
             env=env,
-            devices=devices,
+            devices=free,
             python=python or default_engine_python(),
             source=instance.source,
             locate=_locator(config, instance.key),
         )
-        used = {device for engine in plan.engines for device in engine.devices}
-        devices = tuple(device for device in devices if device not in used)
+        taken |= {device for engine in plan.engines for device in engine.devices}
         plans.append(plan)
     return tuple(plans)
+
+
+def _own_gpus(gpu_ids: list[int], taken: set[str], *, on_cluster: bool, where: str) -> tuple[str, ...]:
+    """An instance's `gpu_ids`, refused on a Ray cluster (placement picks there) or where an
+    instance before it already took one of them."""
+    if on_cluster:
+        raise ConfigError(
+            f"{where}: names GPUs of this machine; with a `ray` block the placement picks "
+            "each engine's GPUs on the cluster's nodes",
+            hint="remove gpu_ids, or the ray block to run on this machine",
+        )
+    own = tuple(str(gpu) for gpu in gpu_ids)
+    clash = sorted(taken.intersection(own))
+    if clash:
+        raise ConfigError(
+            f"{where}: {gpu_ids} takes GPU {', '.join(clash)}, which an instance before it already has",
+            hint="give each instance its own GPUs",
+        )
+    return own
 
 
 def head_url_from_config(config: ComposedConfig) -> str:
