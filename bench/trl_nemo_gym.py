@@ -21,7 +21,17 @@ pip install -e '.[trl]').
    after each step the model is saved as a checkpoint and `ng_update_weights` loads it into the
    engine, so the next step's rollouts come from the new weights (their weight_version says so).
 
-Writes bench/results/trl_nemo_gym.json and prints the figures.
+5. With `--trl-sync` (CUDA: two GPUs): the script's `main()` runs unchanged, as TRL ships it --
+   `use_vllm=True`, `vllm_mode="server"` -- and TRL's own weight sync lands in the stack's engine:
+   the trainer on `--trainer-gpu`, the engine (`gpu_ids`) on `--engine-gpu`, its model server named
+   as TRL's vLLM server (`vllm_server_base_url: http://trl:<key>@host:port` in the script's
+   config file, the engines' `api_key` the same key). Every `run_examples` batch is recorded: its
+   rows' `weight_version`s and rewards, and the served weights' version and fingerprint when the
+   batch started (TRL syncs before each step's rollouts).
+
+       python bench/trl_nemo_gym.py --script PATH/grpo_nemo_gym.py --trl-sync --train-steps 20
+
+Writes bench/results/trl_nemo_gym.json (`--output`) and prints the figures.
 """
 
 from __future__ import annotations
@@ -29,15 +39,18 @@ from __future__ import annotations
 import argparse
 import ast
 import asyncio
+import itertools
 import json
 import os
+import runpy
+import secrets
 import shutil
 import socket
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -65,6 +78,48 @@ policy_model:
         tool_call_parser: hermes
       vllm_serve_env_vars:
         VLLM_ENABLE_V1_MULTIPROCESSING: "0"
+"""
+
+
+SYNC_ENGINE_CONFIG = """\
+policy_model:
+  responses_api_models:
+    local_vllm_model:
+      entrypoint: app.py
+      model: {model}
+      port: {port}
+      api_key: {key}
+{gpu_ids}      weight_updates: true
+      weight_transfer: nccl
+      return_token_id_information: true
+      uses_reasoning_parser: false
+      engine_ready_timeout_s: 900
+      vllm_serve_kwargs:
+        dtype: float32            # as the trainer holds it: every step's change shows in the fingerprint
+        max_model_len: 2048
+        enforce_eager: true
+        gpu_memory_utilization: 0.3
+        enable_auto_tool_choice: true
+        tool_call_parser: hermes
+"""
+# The script's config file: its own keys, then GRPOConfig's (none the script sets itself).
+SYNC_SCRIPT_CONFIG = """\
+model_name: {model}
+dataset_path: {train}
+eval_dataset_path: {eval}
+gym_configs: [{environment}, {engine}]
+vllm_server_base_url: http://trl:{key}@127.0.0.1:{port}
+output_dir: {work}/trainer
+max_steps: {steps}
+per_device_train_batch_size: 8
+per_device_eval_batch_size: 4
+num_generations: 4
+max_completion_length: 96
+learning_rate: 1.0e-5
+temperature: {temperature}
+report_to: none
+save_strategy: "no"
+bf16: false
 """
 
 
@@ -190,6 +245,132 @@ def train(
     }
 
 
+class BatchRecorder:
+    """Records every `run_examples` batch of the unchanged script: the served version and
+    fingerprint when it started, and each row's `weight_version` and reward as it ends."""
+
+    def __init__(self, model_server: str, key: str) -> None:
+        from ng_cli.training import WeightsClient
+
+        self.client = WeightsClient(server="policy_model", url=model_server, key=key, timeout_s=30)
+        self.batches: list[dict[str, Any]] = []
+
+    def served(self) -> dict[str, Any]:
+        status = self.client.status()
+        return {"version": status.get("version"), "fingerprint": (status.get("fingerprint") or [""])[0]}
+
+    def wrap(self, run_examples: Callable[..., Iterator[Awaitable[Any]]]) -> Callable[..., Iterator[Any]]:
+        def recording(helper: Any, *args: Any, **kwargs: Any) -> Iterator[Awaitable[Any]]:
+            batch: dict[str, Any] = {"at": self.served(), "versions": [], "rewards": [], "failed": 0}
+            self.batches.append(batch)
+
+            async def recorded(task: Awaitable[Any]) -> Any:
+                row, result = await task
+                if isinstance(result, dict):
+                    batch["versions"].append((result.get("response") or {}).get("weight_version"))
+                    batch["rewards"].append(result.get("reward"))
+                else:
+                    batch["failed"] += 1
+                return row, result
+
+            for task in run_examples(helper, *args, **kwargs):
+                yield recorded(task)
+
+        return recording
+
+    def summary(self) -> dict[str, Any]:
+        """Per batch: version served at its start, the versions its rows carry, mean reward; and
+        whether each batch's rows all carry the version served when it started, and every new
+        version came with new weights."""
+        rows = []
+        for batch in self.batches:
+            versions = sorted({(v or {}).get("start") for v in batch["versions"]}, key=str)
+            rewards = [float(r) for r in batch["rewards"] if r is not None]
+            rows.append(
+                {
+                    "served_version": batch["at"]["version"],
+                    "fingerprint": batch["at"]["fingerprint"][:16],
+                    "rows": len(batch["versions"]) + batch["failed"],
+                    "failed": batch["failed"],
+                    "row_versions": versions,
+                    "mean_reward": round(sum(rewards) / len(rewards), 3) if rewards else None,
+                }
+            )
+        fingerprints: dict[Any, str] = {}
+        for row in rows:
+            fingerprints.setdefault(row["served_version"], row["fingerprint"])
+        ordered = [fingerprints[v] for v in sorted(fingerprints, key=lambda v: int(v or 0))]
+        return {
+            "batches": rows,
+            "rows_failed": sum(row["failed"] for row in rows),
+            "every_row_at_its_batch_version": bool(rows)
+            and all(row["row_versions"] == [row["served_version"]] for row in rows),
+            "versions": sorted(fingerprints, key=lambda v: int(v or 0)),
+            "weights_changed_at_every_version": len(ordered) > 1
+            and all(a != b for a, b in itertools.pairwise(ordered)),
+        }
+
+
+def run_script_unchanged(args: argparse.Namespace, work: Path) -> dict[str, Any]:
+    """The script's `main()` as TRL ships it: TRL's vLLM server mode, whose server is the stack's
+    model server; TRL's NCCL weight sync lands in the stack's engine as versions."""
+    from ng_cli.trainer_api.collection import RolloutCollectionHelper
+
+    key, head_port, port = secrets.token_urlsafe(24), free_port(), free_port()
+    engine_yaml, config_yaml = work / "engine.yaml", work / "config.yaml"
+    (work / "train.jsonl").write_text("".join(line + "\n" for line in prompts(8 * args.train_steps)))
+    (work / "eval.jsonl").write_text("".join(line + "\n" for line in prompts(4)))
+    for path, text in (
+        (
+            engine_yaml,
+            SYNC_ENGINE_CONFIG.format(
+                model=work / "step-0",
+                port=port,
+                key=key,
+                gpu_ids=f"      gpu_ids: [{args.engine_gpu}]\n" if args.engine_gpu != "cpu" else "",
+            ),
+        ),
+        (
+            config_yaml,
+            SYNC_SCRIPT_CONFIG.format(
+                model=work / "step-0",
+                train=work / "train.jsonl",
+                eval=work / "eval.jsonl",
+                environment=ENVIRONMENT,
+                engine=engine_yaml,
+                key=key,
+                port=port,
+                work=work,
+                steps=args.train_steps,
+                temperature=args.temperature,
+            ),
+        ),
+    ):
+        path.write_text(text)
+        path.chmod(0o600)  # the key is in both
+    recorder = BatchRecorder(f"http://127.0.0.1:{port}", key)
+    RolloutCollectionHelper.run_examples = recorder.wrap(RolloutCollectionHelper.run_examples)  # type: ignore[method-assign]
+    os.environ["CUDA_VISIBLE_DEVICES"] = str(args.trainer_gpu)  # the trainer's; the engine has gpu_ids
+    sys.argv = [str(args.script), "--config", str(config_yaml), "--head_server_port", str(head_port)]
+    started = time.perf_counter()
+    error = None
+    try:
+        runpy.run_path(str(args.script), run_name="__main__")
+    except BaseException as exc:  # the record says how it ended
+        error = f"{type(exc).__name__}: {exc}"
+        if not isinstance(exc, Exception):
+            raise
+    return {
+        "mode": "trl_sync (the script's main() unchanged)",
+        "trainer_gpu": args.trainer_gpu,
+        "engine_gpu": args.engine_gpu,
+        "steps": args.train_steps,
+        "seconds": round(time.perf_counter() - started, 2),
+        "error": error,
+        **recorder.summary(),
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--script", type=Path, required=True, help="TRL's grpo_nemo_gym.py")
@@ -198,20 +379,43 @@ def main() -> None:
     parser.add_argument(
         "--temperature", type=float, default=1.0, help="sampling (rollouts and the trainer's logprobs)"
     )
+    parser.add_argument("--trl-sync", action="store_true", help="main() unchanged: TRL's NCCL sync (CUDA)")
+    parser.add_argument("--trainer-gpu", default="0")
+    parser.add_argument("--engine-gpu", default="1", help="`cpu`: a CPU engine (the sync itself needs CUDA)")
+    parser.add_argument("--output", type=Path, default=RESULTS)
     args = parser.parse_args()
 
     from ng_cli.trainer_api import install
 
     if not install():
         raise SystemExit("a real NeMo Gym is installed; this bench is for ng_cli's API")
-    namespace = dict(__import__("runpy").run_path(str(args.script), run_name="trl_grpo_nemo_gym"))
     work = Path(tempfile.mkdtemp(prefix="trl-nemo-gym-"))
     shutil.copytree(MODEL, work / "step-0")
+    os.chdir(ROOT)
+    try:
+        record = run_script_unchanged(args, work) if args.trl_sync else run_pieces(args, work)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    record = {"script": str(args.script), "temperature": args.temperature, **record}
+    left = [
+        pid
+        for task in Path(f"/proc/{os.getpid()}/task").iterdir()
+        for pid in (task / "children").read_text().split()
+    ]
+    record["children_left_after_shutdown"] = len(left)
+    args.output.parent.mkdir(parents=True, exist_ok=True)
+    args.output.write_text(json.dumps(record, indent=1) + "\n")
+    print(json.dumps({k: v for k, v in record.items() if k != "batches"}, indent=1))
+    print(f"children left after shutdown: {len(left)}; written {args.output}")
+
+
+def run_pieces(args: argparse.Namespace, work: Path) -> dict[str, Any]:
+    """The script's `launch_nemo_gym` and `rollout_func` unchanged; TRL's trainer without vLLM."""
+    namespace = dict(runpy.run_path(str(args.script), run_name="trl_grpo_nemo_gym"))
     engine_yaml = work / "engine.yaml"
     engine_yaml.write_text(ENGINE_CONFIG.format(model=work / "step-0"))
     head_port = free_port()
-    os.chdir(ROOT)
-    record: dict[str, Any] = {"script": str(args.script), "temperature": args.temperature}
+    record: dict[str, Any] = {}
     started = time.perf_counter()
     run_helper = namespace["launch_nemo_gym"](
         config_paths=[ENVIRONMENT, str(engine_yaml)],
@@ -242,16 +446,7 @@ def main() -> None:
             print(json.dumps(record["train"], indent=1))
     finally:
         run_helper.shutdown()
-        shutil.rmtree(work, ignore_errors=True)
-    left = [
-        pid
-        for task in Path(f"/proc/{os.getpid()}/task").iterdir()
-        for pid in (task / "children").read_text().split()
-    ]
-    record["children_left_after_shutdown"] = len(left)
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps(record, indent=1) + "\n")
-    print(f"children left after shutdown: {len(left)}; written {RESULTS}")
+    return record
 
 
 if __name__ == "__main__":
