@@ -28,6 +28,11 @@
 #   bash bench/gpu_session.sh pushnccl8b [ROUNDS] (issue 41, two GPUs: the trainer on GPU 0 broadcasts A and B over
 #                                                 NCCL into the engine on GPU 1, interleaved with disk updates,
 #                                                 bench/weight_push.py --transfer nccl over gpu_dense_8b_push_nccl.yaml)
+#   bash bench/gpu_session.sh trlsync [STEPS]    (issue 41 step 4, two GPUs: TRL's grpo_nemo_gym.py main() unchanged
+#                                                 (TRL_SCRIPT, default /tmp/ng-trl/grpo_nemo_gym.py; TRL's, not in this
+#                                                 repository), TRL's NCCL sync into the stack's engine: the trainer on
+#                                                 GPU 0, the engine on GPU 1 (gpu_ids); bench/trl_nemo_gym.py --trl-sync;
+#                                                 trl, datasets and multiprocess travel in .whl)
 # Issue 28's rest, on two GPUs (nvidia-h100-x2):
 #   bash bench/gpu_session.sh ckptmoe            (the tiny Qwen3-MoE of moe_dp2_ep2.yaml, and two random real
 #                                                 checkpoints of it, moeA and moeB, under /tmp/ng-ckpt)
@@ -64,7 +69,7 @@ STAGE=/tmp/ng-wh
 PY="$VENV/bin/python"
 export NG_VLLM_VENV="$VENV" PYTHONUNBUFFERED=1 NG_GPU_RESULTS="$OUT"
 
-step="${1:?usage: gpu_session.sh stage|install|quickstart|replicas|dense8b|ckpt8b|weights8b|loaders8b|pushipc8b|pushnccl8b|delta8b|ckptmoe|eff28|moe28|tp2|issue28|issue41a|issue41b|bg|poll [args]}"
+step="${1:?usage: gpu_session.sh stage|install|quickstart|replicas|dense8b|ckpt8b|weights8b|loaders8b|pushipc8b|pushnccl8b|delta8b|trlsync|ckptmoe|eff28|moe28|tp2|issue28|issue41a|issue41b|bg|poll [args]}"
 case "$step" in
   stage)
     bash scripts/build_vllm_env.sh --wheelhouse "${2:?part folder}" --stage "$STAGE" --stage-only
@@ -76,6 +81,11 @@ case "$step" in
     # pip takes from the carried wheels only what neither the venv nor the image already has;
     # pytest-asyncio for tests/gpu (the image has pytest).
     "$PY" -m pip install -q --no-index --find-links .whl --no-build-isolation -e . pytest-asyncio
+    # TRL for the trlsync step, when its wheels travelled; the image has its other needs (accelerate,
+    # pandas, pyarrow, xxhash), so no resolver run that could pull in another version of them.
+    if compgen -G ".whl/trl-*.whl" > /dev/null; then
+      "$PY" -m pip install -q --no-index --no-deps .whl/trl-*.whl .whl/datasets-*.whl .whl/multiprocess-*.whl
+    fi
     "$PY" -c "import vllm, torch, ng_cli; print('vllm', vllm.__version__, 'torch', torch.__version__, torch.cuda.get_device_name(0))" \
       | tee "$OUT/install.txt"
     echo "install took $(( $(date +%s) - started )) s" | tee -a "$OUT/install.txt"
@@ -185,6 +195,12 @@ case "$step" in
       --checkpoint-a /tmp/ng-ckpt/A --checkpoint-b /tmp/ng-ckpt/B --rounds "${2:-6}" --label "8B, GPU 0 -> GPU 1" \
       --override "++example_single_tool_call_simple_agent.responses_api_agents.simple_agent.num_workers=4" \
       --output "$OUT/weight_push_nccl_8b.json" 2>&1 | tee "$OUT/weight_push_nccl_8b.txt" || true
+    ;;
+  trlsync)
+    "$PY" bench/trl_nemo_gym.py --script "${TRL_SCRIPT:-/tmp/ng-trl/grpo_nemo_gym.py}" --trl-sync \
+      --train-steps "${2:-20}" --temperature "${TEMPERATURE:-2.0}" --trainer-gpu 0 --engine-gpu 1 \
+      --output "$OUT/trl_grpo_nccl_2gpu.json" > "$OUT/trl_grpo_nccl_2gpu.txt" 2>&1 || echo "trlsync failed: $?"
+    tail -n 40 "$OUT/trl_grpo_nccl_2gpu.txt"
     ;;
   ckptmoe)
     CKPY="$PY"; [ -x "$CKPY" ] || CKPY=python3
