@@ -6,7 +6,8 @@ TRL (>= 1.16) syncs weights into `vllm serve` through vLLM's development routes:
 it broadcasts), `/finish_weight_update` and `/reset_prefix_cache`. The model server answers the
 same routes over its engines, with the guarantees of `begin / push / commit`:
 
-    GET  /server_info                   {"vllm_config": {"weight_transfer_config": {"backend"}}}
+    GET  /server_info                   {"vllm_config": the first engine's, as JSON}: its
+                                        `weight_transfer_config.backend`, `model_config` ...
     GET  /get_world_size                every engine's workers, summed: the trainer's group is
                                         1 + this, the trainer rank 0
     POST /init_weight_transfer_engine   to every engine, each with its own `rank_offset` (the first
@@ -68,7 +69,16 @@ def install_vllm_weight_routes(app: FastAPI, weights: WeightUpdater, *, key: str
         authorize(request)
         if weights.push_reason is not None:
             raise _NoTransferError(weights.push_reason)
-        return JSONResponse({"vllm_config": {"weight_transfer_config": {"backend": backend}}})
+        # The first engine's own config (TRL reads `model_config.logprobs_mode`, its async trainer
+        # `model_config.dtype`); only `vllm_config`: vLLM's answer also lists its environment.
+        answer = (await weights.transfer_setup("server_info", lambda _i: None))[0]
+        config = answer.get("vllm_config") if isinstance(answer, dict) else None
+        config = dict(config) if isinstance(config, dict) else {}
+        config["weight_transfer_config"] = {
+            **(config.get("weight_transfer_config") or {}),
+            "backend": backend,
+        }
+        return JSONResponse({"vllm_config": config})
 
     @app.get("/get_world_size")
     async def get_world_size(request: Request) -> JSONResponse:

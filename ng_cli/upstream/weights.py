@@ -67,6 +67,14 @@ PUSH_ROUTES = {"init_weight_transfer_engine": "POST", "update_weights": "POST", 
 """vLLM's tensor-push routes a trainer may reach through `push` (between `begin` and `commit`),
 with the HTTP method vLLM serves each with."""
 
+_SETUP_PATHS = {
+    "get_world_size": "/get_world_size",
+    "init_weight_transfer_engine": "/init_weight_transfer_engine",
+    "server_info": "/server_info?config_format=json",
+}
+"""The set-up calls a trainer makes outside any update, and where vLLM serves each (`server_info`
+as JSON: TRL reads its `model_config`)."""
+
 
 @dataclass
 class _Push:
@@ -316,14 +324,15 @@ class WeightUpdater:
         )
 
     async def transfer_setup(self, route: str, body_for: Callable[[int], Any]) -> list[Any]:
-        """`get_world_size` or `init_weight_transfer_engine` on every engine, engine `i` sent
-        `body_for(i)`: they touch no weights, so nothing pauses (TRL's client makes its NCCL group
-        once, at start, outside any update). Inside an open push they go to the push's engines."""
-        if route not in ("get_world_size", "init_weight_transfer_engine"):
+        """`get_world_size`, `init_weight_transfer_engine` or `server_info` on every engine, engine
+        `i` sent `body_for(i)`: they touch no weights, so nothing pauses (TRL's client makes its NCCL
+        group once, at start, outside any update). Inside an open push they go to the push's engines."""
+        path = _SETUP_PATHS.get(route)
+        if path is None:
             raise WeightUpdateError(f"{route!r} is not a tensor-push set-up route", phase="push")
         if self.push_reason is not None:
             raise WeightUpdateError(self.push_reason, phase="admit", version=self.versions.version)
-        method = PUSH_ROUTES[route]
+        method = PUSH_ROUTES.get(route, "GET")
 
         async def call(engines: list[PhaseEngine]) -> list[Any]:
             index = {id(engine): i for i, engine in enumerate(engines)}
@@ -331,7 +340,7 @@ class WeightUpdater:
                 "push",
                 engines,
                 lambda e: e.admin.call(
-                    f"/{route}", body_for(index[id(e)]), phase="push", deadline_s=self.deadlines.reload_s,
+                    path, body_for(index[id(e)]), phase="push", deadline_s=self.deadlines.reload_s,
                     method=method,
                 ),
             )  # fmt: skip

@@ -74,6 +74,11 @@ def test_a_trl_sync_is_a_push_each_engine_with_its_own_rank() -> None:
         code, info = trl(url, "/server_info")
         assert code == 200, info
         assert info["vllm_config"]["weight_transfer_config"] == {"backend": "nccl"}
+        assert info["vllm_config"]["model_config"]["logprobs_mode"] == "raw_logprobs"  # the engine's own
+        assert "vllm_env" not in info
+        assert all(one.log == ["server_info"] for one in stand_ins)
+        for one in stand_ins:
+            one.log.clear()
         code, size = trl(url, "/get_world_size")
         assert (code, size) == (200, {"world_size": 3})
         # TRL: the trainer is rank 0, the workers follow; world = 1 + get_world_size
