@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+import signal
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Annotated, Any, Literal
 
 import typer
 from pydantic import Field, StrictInt
+from rich.console import Console
 from rich.table import Table
 
 from ng_cli.commands._app import (
+    EXIT_INTERRUPTED,
     ConfigFiles,
     Verbose,
     command_config,
@@ -62,7 +68,7 @@ update runs to its end whether or not this command still waits (timeout_s, Ctrl-
 Exit codes: 0 updated; 1 unreachable, or no answer within timeout_s (the update goes on: ng_status
 tells how it ended); 2 refused or rolled back (the reason names the engine and the phase); 3 the
 rollback failed too (the checkpoint from before is gone): that engine is held out, paused, until
-the next update succeeds on it.
+the next update succeeds on it; 130 Ctrl-C (SIGINT): this command stops waiting, the update goes on.
 Example:
   ng_update_weights +path=/ckpt/step-3 +version=3""",
 )
@@ -90,14 +96,7 @@ def update_weights(
         client = WeightsClient.connect(
             head_url_from_config(composed), model_server=options.model_server, timeout_s=options.timeout_s
         )
-        try:
-            result = client.update(options.path, version=options.version, mode=options.mode)
-        except WeightUpdateError as error:
-            if error.timings:
-                make_console(stderr=True).print(
-                    timings_table(error.timings, title="phases before the rollback")
-                )
-            raise
+        result = updated(client, options)
     console = make_console()
     console.print(
         timings_table(
@@ -115,6 +114,49 @@ def update_weights(
             f"warning: {engine}: {problem} (taken out of the pool)", style="yellow", highlight=False
         )
     raise typer.Exit(0)
+
+
+def updated(client: WeightsClient, options: UpdateWeightsOptions) -> dict[str, Any]:
+    """The update's answer; Ctrl-C stops the wait (exit 130) with what becomes of the update, which
+    the model server runs to its end whoever waits (`upstream/operations.py`)."""
+    with sigint_interrupts():
+        try:
+            return client.update(options.path, version=options.version, mode=options.mode)
+        except WeightUpdateError as error:
+            if error.timings:
+                make_console(stderr=True).print(
+                    timings_table(error.timings, title="phases before the rollback")
+                )
+            raise
+        except KeyboardInterrupt:
+            Console(stderr=True, highlight=False, soft_wrap=True).print(
+                f"interrupted: stopped waiting for the update to version {options.version}; if it reached "
+                f"{client.server}, the model server finishes it or rolls it back on its own (ng_status "
+                "shows the version it ends on)",
+                style="yellow",
+            )
+            raise typer.Exit(EXIT_INTERRUPTED) from None
+
+
+@contextmanager
+def sigint_interrupts() -> Iterator[None]:
+    """SIGINT raises KeyboardInterrupt here even when this process started with it ignored.
+
+    A shell without job control (a script's `ng_update_weights ... &`, a CI script's background
+    pytest) starts a command with SIGINT ignored, and Python keeps that: Ctrl-C or `kill -INT` was
+    dropped, and the command waited for the update's end (exit 0) or for as long as the model server
+    held it (hours). ng_run's `StopSignals` takes SIGINT the same way. Only the main thread may set
+    a handler: called in-process from another thread, this changes nothing.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGINT, previous)
 
 
 def timings_table(engines: dict[str, Any], *, title: str) -> Table:
