@@ -5,7 +5,8 @@ call lasts >= 19 s without CPU) serves every test here in order:
 
 1. NaN weights are refused at verify; weights that overflow (finite, NaN activations) are served,
    and the next good checkpoint answers exactly as before: no KV block of theirs survives.
-2. A client that gives up (its timeout, Ctrl-C) leaves an update that runs to its end.
+2. A client that gives up (its timeout, Ctrl-C) leaves an update that runs to its end; Ctrl-C
+   during the pause ends `ng_update_weights` at once (exit 130), even started with SIGINT ignored.
 3. A rollback to a checkpoint the trainer deleted is named (exit 3, status held out), and the next
    update brings the engine back.
 4. Chaos: 20 updates during a collection, each client killed at a random phase: every update
@@ -44,6 +45,7 @@ from tests.fixtures.engine_stack import (
     engine_stack,
     wait_for,
 )
+from tests.fixtures.sigint import with_sigint
 from tests.fixtures.stack_process import console_script
 from tests.fixtures.vllm_engine import PLUGINS
 
@@ -167,9 +169,14 @@ def test_begin_on_engines_without_a_transfer_backend_is_refused_before_any_pause
     assert stamp["start"] == version
 
 
-def long_calls(stack: EngineStack, count: int, hold: Path | None = None) -> list[threading.Thread]:
-    """`count` long generations; with `hold`, each step also waits while that file exists."""
+def long_calls(
+    stack: EngineStack, count: int, hold: Path | None = None
+) -> tuple[list[threading.Thread], list[int]]:
+    """`count` long generations, and the HTTP status of each once it ends (read after joining the
+    threads: an assertion inside one would not fail the test); with `hold`, each step also waits
+    while that file exists."""
     asked = {**LONG, "vllm_xargs": {**LONG["vllm_xargs"], "step_hold_file": str(hold)}} if hold else LONG
+    statuses: list[int] = []
 
     def call() -> None:
         body = json.dumps({"input": PROBE_INPUT, **asked}).encode()
@@ -177,48 +184,44 @@ def long_calls(stack: EngineStack, count: int, hold: Path | None = None) -> list
             f"{stack.model_url}/v1/responses", data=body, headers={"Content-Type": "application/json"}
         )
         with urllib.request.urlopen(request, timeout=DRAIN_CAP_S) as answer:
-            assert answer.status == 200
+            statuses.append(answer.status)
 
     threads = [threading.Thread(target=call, daemon=True) for _ in range(count)]
     for thread in threads:
         thread.start()
-    return threads
+    return threads, statuses
 
 
 @pytest.mark.parametrize("how", ["timeout", "ctrl-c"])
 def test_an_update_whose_client_gives_up_runs_to_its_end(
     how: str, stack: EngineStack, client: WeightsClient, ckpts: dict[str, Path], tmp_path: Path
 ) -> None:
-    """Point 1: two long calls in flight, mode wait (the pause drains them; they are held open until
-    the command has given up), and the command gives up: before, the stack stayed closed and paused
-    with /health ok. (Held by a file, not by their length: at load 30 the command's own start took
-    longer than the 20 s calls, the update ended first and Ctrl-C found nothing to interrupt.)"""
+    """Point 1: two long calls in flight, mode wait (the pause drains them), and the command gives up
+    during the pause: before, the stack stayed closed and paused with /health ok. The calls are held
+    open on a file until the command has given up, so the pause lasts until then whatever the load
+    (at load 30 the command's own start outlasted 20 s calls, and the update ended first).
+
+    Ctrl-C: the command is started with SIGINT ignored, as a script's `ng_update_weights ... &` (or
+    a background test run) starts it; before, it dropped the SIGINT and waited for as long as the
+    update was held (over 300 s), or exited 0 once it ended. It must exit 130 at once, saying that
+    the model server carries the update on, and it does."""
     version = client.status()["version"] + 1
-    # timeout: the calls (so the pause that drains them) last until the hold file is deleted, after
-    # the command gave up. ctrl-c: not held (with the hold the command did not exit within 300 s of
-    # its SIGINT in one full-module run while it exited in others: left for the next session).
     hold = tmp_path / "hold"
-    if how == "timeout":
-        hold.touch()
-    calls = long_calls(stack, 2, hold if how == "timeout" else None)
-    wait_for(lambda: client.status()["in_flight"] == 2, HANG_CAP_S, "two long calls in flight")
-    args = [f"+path={ckpts['B']}", f"+version={version}", "+mode=wait"]
-    if how == "timeout":
-        done = update_weights(stack, *args, "+timeout_s=1")
-        assert done.returncode == 1, done.stdout + done.stderr
-        assert "no answer" in done.stderr
-        assert "goes on at the model server" in done.stderr
-    else:
-        command = subprocess.Popen(
-            [str(console_script("ng_update_weights")), *args, f"+head_server_url={stack.process.head_url}"],
-            cwd=ROOT, env=stack.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-        )  # fmt: skip
-        wait_for(lambda: (client.status()["running"] or {}).get("phase") == "pause", HANG_CAP_S, "the pause")
-        command.send_signal(signal.SIGINT)
-        command.communicate(timeout=HANG_CAP_S)
-        assert command.returncode != 0
-    assert client.status()["running"]["operation"] == "update"  # it lives on, named
-    hold.unlink(missing_ok=True)  # the client gave up during the pause: now the calls may end
+    hold.touch()
+    calls, statuses = long_calls(stack, 2, hold)
+    try:
+        wait_for(lambda: client.status()["in_flight"] == 2, HANG_CAP_S, "two long calls in flight")
+        args = [f"+path={ckpts['B']}", f"+version={version}", "+mode=wait"]
+        if how == "timeout":
+            done = update_weights(stack, *args, "+timeout_s=1")
+            assert done.returncode == 1, done.stdout + done.stderr
+            assert "no answer" in done.stderr
+            assert "goes on at the model server" in done.stderr
+        else:
+            interrupted_during_the_pause(stack, client, args, version)
+        assert client.status()["running"]["operation"] == "update"  # it lives on, named
+    finally:
+        hold.unlink(missing_ok=True)  # the client gave up during the pause: now the calls may end
     wait_for(lambda: idle(client), DRAIN_CAP_S, "the update to end")
     state = client.status()
     assert (state["version"], state["admitting"], state["last_outcome"]["outcome"]) == (
@@ -230,8 +233,34 @@ def test_an_update_whose_client_gives_up_runs_to_its_end(
     for thread in calls:
         thread.join(DRAIN_CAP_S)
         assert not thread.is_alive()
+    assert statuses == [200, 200]  # the calls the pause drained: none lost
     _, stamp = probe(stack)
     assert stamp["start"] == stamp["end"] == version
+
+
+def interrupted_during_the_pause(
+    stack: EngineStack, client: WeightsClient, args: list[str], version: int
+) -> None:
+    """`ng_update_weights` (SIGINT ignored at its start) gets SIGINT once the update is in its held
+    pause: exit 130 and the one line saying what becomes of the update, no traceback."""
+    argv = [str(console_script("ng_update_weights")), *args, f"+head_server_url={stack.process.head_url}"]
+    command = subprocess.Popen(
+        with_sigint("SIG_IGN", argv),
+        cwd=ROOT, env=stack.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    try:
+        wait_for(lambda: (client.status()["running"] or {}).get("phase") == "pause", HANG_CAP_S, "the pause")
+        command.send_signal(signal.SIGINT)
+        out, _ = command.communicate(timeout=HANG_CAP_S)  # a hang's cap: before, it outlasted this
+    finally:
+        if command.poll() is None:
+            command.kill()
+            command.wait()
+    assert command.returncode == 130, out
+    assert out.strip().splitlines() == [
+        f"interrupted: stopped waiting for the update to version {version}; if it reached policy_model, "
+        "the model server finishes it or rolls it back on its own (ng_status shows the version it ends on)"
+    ], out
 
 
 def test_a_rollback_to_a_deleted_checkpoint_is_named_and_the_next_update_recovers(
