@@ -69,7 +69,7 @@ STAGE=/tmp/ng-wh
 PY="$VENV/bin/python"
 export NG_VLLM_VENV="$VENV" PYTHONUNBUFFERED=1 NG_GPU_RESULTS="$OUT"
 
-step="${1:?usage: gpu_session.sh stage|install|quickstart|replicas|dense8b|ckpt8b|weights8b|loaders8b|pushipc8b|pushnccl8b|delta8b|trlsync|ckptmoe|eff28|moe28|tp2|issue28|issue41a|issue41b|bg|poll [args]}"
+step="${1:?usage: gpu_session.sh stage|install|quickstart|replicas|dense8b|ckpt8b|weights8b|loaders8b|pushipc8b|pushnccl8b|delta8b|trlsync|ckptmoe|eff28|moe28|tp2|issue28|issue41a|issue41b|issue41c|bg|poll [args]}"
 case "$step" in
   stage)
     bash scripts/build_vllm_env.sh --wheelhouse "${2:?part folder}" --stage "$STAGE" --stage-only
@@ -282,6 +282,11 @@ case "$step" in
     for part in ckpt8b delta8b; do
       echo "== $part $(date +%T)"; bash bench/gpu_session.sh "$part" || echo "$part failed: $?"
     done
+    ;;
+  issue41c)
+    # TRL's trainer on two GPUs first (issue 41 step 4), then issue41b.
+    echo "== trlsync $(date +%T)"; bash bench/gpu_session.sh trlsync "${TRL_STEPS:-20}" || echo "trlsync failed: $?"
+    echo "== issue41b $(date +%T)"; bash bench/gpu_session.sh issue41b || echo "issue41b failed: $?"
     ;;
   bg)
     # setsid: the step outlives the device call that starts it (while the machine stays warm).
