@@ -69,6 +69,7 @@ policy_model:
       model: {model}
       weight_updates: true
       return_token_id_information: true
+      token_exact: true               # each turn's prompt extends the last one's ids (the script asserts it)
       uses_reasoning_parser: false
       engine_ready_timeout_s: 900
       vllm_serve_kwargs:
@@ -92,6 +93,7 @@ policy_model:
 {gpu_ids}      weight_updates: true
       weight_transfer: nccl
       return_token_id_information: true
+      token_exact: true               # each turn's prompt extends the last one's ids (the script asserts it)
       uses_reasoning_parser: false
       engine_ready_timeout_s: 900
       vllm_serve_kwargs:
