@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import re
+import shutil
 from pathlib import Path
 
 import pytest
@@ -77,3 +79,27 @@ def test_gpu_ids_are_refused_with_a_ray_placement(tmp_path: Path) -> None:
     config = compose(tmp_path, ("policy", "      gpu_ids: [1]\n"))
     with pytest.raises(ConfigError, match="ray"):
         engine_plans(config, env={}, python="/opt/vllm/bin/python", on_cluster=True)
+
+
+def test_the_trl_recipe_in_the_training_docs_plans_its_engine_beside_the_trainer(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    text = (ROOT / "docs" / "training.md").read_text()
+    recipe = next(block for block in re.findall(r"```yaml\n(.*?)```", text, re.DOTALL) if "gpu_ids" in block)
+    config = tmp_path / "engine.yaml"
+    config.write_text(recipe)
+    model = tmp_path / "step-0"
+    model.mkdir()
+    for name in ("config.json", "tokenizer.json", "tokenizer_config.json"):  # token_exact reads the tokenizer
+        shutil.copy(ROOT / "models" / "tiny-weather" / name, model / name)
+    monkeypatch.setenv("NG_TRL_KEY", "a-key")
+    composed = compose_config(
+        [f"+config_paths=[{config}]", f"++policy_model.responses_api_models.local_vllm_model.model={model}"],
+        cwd=ROOT,
+    )
+
+    (plan,) = engine_plans(composed, env={"CUDA_VISIBLE_DEVICES": "0"}, python="/opt/vllm/bin/python")
+
+    assert [engine.devices for engine in plan.engines] == [("1",)]
+    assert plan.api_key == "a-key"
+    assert plan.weight_updates
