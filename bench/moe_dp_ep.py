@@ -186,7 +186,7 @@ def main() -> None:
     parser.add_argument("--probe-every-s", type=float, default=10.0)
     parser.add_argument("--updates", type=int, default=3)
     parser.add_argument("--load-parallel", type=int, default=256)
-    parser.add_argument("--load-repeats", type=int, default=200, help="x 5 example rows")
+    parser.add_argument("--load-repeats", type=int, default=1000, help="x 5 example rows")
     parser.add_argument("--override", action="append", default=[], help="extra ng_run overrides")
     parser.add_argument("--workdir", type=Path, default=Path(f"/tmp/ng-moe-{os.getpid()}"))
     parser.add_argument("--output", type=Path, required=True)
@@ -278,8 +278,11 @@ def main() -> None:
                     elif phase == "load":
                         restore = with_logprobs(run, probes, references)
                         try:
+                            # The tiny MoE ends 1,000 rollouts in ~12 s: the updates start 1 s in,
+                            # 1 s apart, so that every one has rollouts in flight.
                             result = phase_load(run, args.updates, parallel=args.load_parallel, tokens=128,
-                                                repeats=args.load_repeats, gap_s=2.0, watchers=4)  # fmt: skip
+                                                repeats=args.load_repeats, gap_s=1.0, watchers=4,
+                                                baseline_s=1.0)  # fmt: skip
                         finally:
                             restore()
                         result["logprobs"] = summarise_load(result["updates"])

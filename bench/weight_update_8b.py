@@ -352,8 +352,19 @@ def read_rows(path: Path) -> list[dict[str, Any]]:
 
 
 def phase_load(
-    run: Run, count: int, *, parallel: int, tokens: int, repeats: int, gap_s: float, watchers: int
+    run: Run,
+    count: int,
+    *,
+    parallel: int,
+    tokens: int,
+    repeats: int,
+    gap_s: float,
+    watchers: int,
+    baseline_s: float = 10.0,
 ) -> dict[str, Any]:
+    """`count` updates `gap_s` apart while the collection runs, after `baseline_s` of the watchers'
+    calls with no update (a 256-token call takes ~5 s on the 8B; a tiny model's whole collection
+    can end within 10 s, so it passes less)."""
     stack, client = run.stack, run.client
     first_version = run.version + 1
     collector = stack.collect("load", repeats, parallel=parallel, max_tokens=tokens)
@@ -372,7 +383,7 @@ def phase_load(
     ]
     for thread in threads:
         thread.start()
-    time.sleep(10)  # the watchers' calls before any update (a 256-token call takes ~5 s here): the baseline
+    time.sleep(baseline_s)
     updates = []
     update_marks = []
     for _ in range(count):
