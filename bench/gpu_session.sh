@@ -44,6 +44,12 @@
 #   bash bench/gpu_session.sh tp2                (the 8B shape at TP 2, direct, the same workload as eff28)
 #   bash bench/gpu_session.sh issue28            (ckptmoe, eff28, moe28, tp2 in that order: one background step)
 #
+# Issue 41, what is left after 2026-11-28 (two GPUs; the session's whole sequence, about 20 min):
+#   call 1 carries .gputree and .whl (copied to /tmp/ng-tree), calls 2-6 stage .wh01-.wh05 from
+#   /tmp/ng-tree/bench/gpu_session.sh with absolute part paths, call 7 installs .wh06 and starts
+#   `TRL_SCRIPT=/tmp/ng-tree/trl_script/grpo_nemo_gym.py bash bench/gpu_session.sh bg issue41d`;
+#   then `poll` calls back to back: the machine is given back after 30 s with no call, and a
+#   background step dies with it (lost once on 2026-11-28, with the install).
 # The device tool sends the checkout the session started in (the main checkout), not a helper's
 # worktree: carry a helper's changes as a patch in an ignored folder, apply it to a copy of the tree
 # on the device (`/tmp/ng-tree`, `patch -p1`) and run the steps from there with PYTHONPATH=/tmp/ng-tree.
@@ -69,7 +75,7 @@ STAGE=/tmp/ng-wh
 PY="$VENV/bin/python"
 export NG_VLLM_VENV="$VENV" PYTHONUNBUFFERED=1 NG_GPU_RESULTS="$OUT"
 
-step="${1:?usage: gpu_session.sh stage|install|quickstart|replicas|dense8b|ckpt8b|weights8b|loaders8b|pushipc8b|pushnccl8b|delta8b|trlsync|ckptmoe|eff28|moe28|tp2|issue28|issue41a|issue41b|issue41c|bg|poll [args]}"
+step="${1:?usage: gpu_session.sh stage|install|quickstart|replicas|dense8b|ckpt8b|weights8b|loaders8b|pushipc8b|pushnccl8b|delta8b|trlsync|ckptmoe|eff28|moe28|tp2|issue28|issue41a|issue41b|issue41c|issue41d|bg|poll [args]}"
 case "$step" in
   stage)
     bash scripts/build_vllm_env.sh --wheelhouse "${2:?part folder}" --stage "$STAGE" --stage-only
@@ -287,6 +293,19 @@ case "$step" in
     # TRL's trainer on two GPUs first (issue 41 step 4), then issue41b.
     echo "== trlsync $(date +%T)"; bash bench/gpu_session.sh trlsync "${TRL_STEPS:-20}" || echo "trlsync failed: $?"
     echo "== issue41b $(date +%T)"; bash bench/gpu_session.sh issue41b || echo "issue41b failed: $?"
+    ;;
+  issue41d)
+    # What issue41c left (2026-11-28): TRL's 20 steps (token_exact on now), the MoE updates with
+    # rollouts in flight (the load phase now updates 1 s into the collection), the 8B delta.
+    echo "== trlsync $(date +%T)"; bash bench/gpu_session.sh trlsync "${TRL_STEPS:-20}" || echo "trlsync failed: $?"
+    echo "== moe load $(date +%T)"; bash bench/gpu_session.sh ckptmoe || echo "ckptmoe failed: $?"
+    "$PY" bench/moe_dp_ep.py --mode external_lb --checkpoint-a /tmp/ng-ckpt/moeA --checkpoint-b /tmp/ng-ckpt/moeB \
+      --phases ep,load --output "$OUT/moe_dp2_ep2_external_lb_load.json" > "$OUT/moe_dp2_ep2_external_lb_load.txt" 2>&1 \
+      || echo "moe load failed: $?"
+    tail -n 3 "$OUT/moe_dp2_ep2_external_lb_load.txt"
+    for part in ckpt8b delta8b; do
+      echo "== $part $(date +%T)"; bash bench/gpu_session.sh "$part" || echo "$part failed: $?"
+    done
     ;;
   bg)
     # setsid: the step outlives the device call that starts it (while the machine stays warm).
