@@ -19,7 +19,6 @@ import http.client
 import json
 import random
 import shutil
-import signal
 import subprocess
 import threading
 import time
@@ -45,7 +44,7 @@ from tests.fixtures.engine_stack import (
     engine_stack,
     wait_for,
 )
-from tests.fixtures.sigint import with_sigint
+from tests.fixtures.sigint import interrupted, interrupted_line, with_sigint
 from tests.fixtures.stack_process import console_script
 from tests.fixtures.vllm_engine import PLUGINS
 
@@ -244,23 +243,16 @@ def interrupted_during_the_pause(
     """`ng_update_weights` (SIGINT ignored at its start) gets SIGINT once the update is in its held
     pause: exit 130 and the one line saying what becomes of the update, no traceback."""
     argv = [str(console_script("ng_update_weights")), *args, f"+head_server_url={stack.process.head_url}"]
-    command = subprocess.Popen(
+    code, out = interrupted(
         with_sigint("SIG_IGN", argv),
-        cwd=ROOT, env=stack.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-    )  # fmt: skip
-    try:
-        wait_for(lambda: (client.status()["running"] or {}).get("phase") == "pause", HANG_CAP_S, "the pause")
-        command.send_signal(signal.SIGINT)
-        out, _ = command.communicate(timeout=HANG_CAP_S)  # a hang's cap: before, it outlasted this
-    finally:
-        if command.poll() is None:
-            command.kill()
-            command.wait()
-    assert command.returncode == 130, out
-    assert out.strip().splitlines() == [
-        f"interrupted: stopped waiting for the update to version {version}; if it reached policy_model, "
-        "the model server finishes it or rolls it back on its own (ng_status shows the version it ends on)"
-    ], out
+        lambda: wait_for(
+            lambda: (client.status()["running"] or {}).get("phase") == "pause", HANG_CAP_S, "the pause"
+        ),
+        cwd=ROOT,
+        env=stack.env,
+    )
+    assert code == 130, out  # before: no exit within HANG_CAP_S of the SIGINT
+    assert out.strip().splitlines() == [interrupted_line(version)], out
 
 
 def test_a_rollback_to_a_deleted_checkpoint_is_named_and_the_next_update_recovers(

@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
-import subprocess
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -22,7 +20,7 @@ from typing import Literal
 import pytest
 
 from tests.fixtures.caps import HANG_CAP_S
-from tests.fixtures.sigint import with_sigint
+from tests.fixtures.sigint import interrupted, interrupted_line, with_sigint
 from tests.fixtures.stack_process import console_script
 
 pytestmark = pytest.mark.integration
@@ -81,20 +79,12 @@ def test_ctrl_c_while_the_update_is_held_exits_130_at_once(
 ) -> None:
     env = {**os.environ, "NG_WEIGHTS_KEY": "k", "NG_STATE_DIR": str(tmp_path / "state")}
     argv = [str(console_script("ng_update_weights")), "+path=/ckpt/step-3", "+version=3"]
-    command = subprocess.Popen(
+    code, out = interrupted(
         with_sigint(disposition, [*argv, f"+head_server_url={silent.url}"]),
-        env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-    )  # fmt: skip
-    try:
-        assert silent.update_arrived.wait(HANG_CAP_S), "the update call never reached the server"
-        command.send_signal(signal.SIGINT)
-        out, _ = command.communicate(timeout=HANG_CAP_S)  # a hang's cap: before, it never returned
-    finally:
-        if command.poll() is None:
-            command.kill()
-            command.wait()
-    assert command.returncode == 130, out
-    assert out.strip().splitlines() == [
-        "interrupted: stopped waiting for the update to version 3; if it reached policy_model, the "
-        "model server finishes it or rolls it back on its own (ng_status shows the version it ends on)"
-    ], out
+        lambda: (
+            silent.update_arrived.wait(HANG_CAP_S) or pytest.fail("the update call never reached the server")
+        ),
+        env=env,
+    )
+    assert code == 130, out  # before: the ignored SIGINT never returned
+    assert out.strip().splitlines() == [interrupted_line(3)], out
