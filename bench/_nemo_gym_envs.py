@@ -161,13 +161,17 @@ class Scratch:
         ours = sorted({distribution_of(m) for m in absent if distribution_of(m) in self.nemo_gym})
         return ours, sorted(m for m in absent if distribution_of(m) not in self.nemo_gym)
 
-    def prepare(self, name: str, *, with_tests: bool = False) -> tuple[Path, dict[str, Any]]:
+    def prepare(
+        self, name: str, *, with_tests: bool = False, agent: str | None = None
+    ) -> tuple[Path, dict[str, Any]]:
         """The interpreter to run server `name` with (its requirements.txt installed, and what it
         (and its tests, `with_tests`) imports unlisted that NeMo Gym brings added to the shared
         layer: a NeMo Gym user has them), and what was done:
         {"requirements": "installed" | "met", "unlisted_nemo_gym_deps", "unlisted_other"}.
+        With `agent` (one of NeMo Gym's agents that drives it), that agent's requirements.txt is
+        installed with the server's, as ng_run installs every server's of a stack.
         Raises NgError when pip fails."""
-        python, outcome = self.server_env(name)
+        python, outcome = self.server_env(name, agent=agent)
         found, other = self.unlisted(name, python, with_tests=with_tests)
         self.add_nemo_gym_packages(found)  # the shared layer: seen by every environment
         notes = {
@@ -189,11 +193,15 @@ class Scratch:
             self.base, {"nemo_gym (its own dependencies)": requirements}, self.folder / NEMO_GYM_LAYER
         )
 
-    def server_env(self, name: str) -> tuple[Path, RequirementsOutcome]:
-        """The interpreter to run the server with: the shared one when its requirements.txt is met
-        there, else its own environment with them installed. Raises NgError when pip fails."""
+    def server_env(self, name: str, *, agent: str | None = None) -> tuple[Path, RequirementsOutcome]:
+        """The interpreter to run the server (and `agent`, NeMo Gym's, when given) with: the shared
+        one when their requirements are met there, else its own environment with them installed.
+        Raises NgError when pip fails."""
         requirements = requirements_file(self.root / "resources_servers" / name)
         files = {name: requirements} if requirements else {}
+        agent_requirements = requirements_file(self.root / "responses_api_agents" / agent) if agent else None
+        if agent_requirements:
+            files[f"{agent} (its agent)"] = agent_requirements
         met = ensure_requirement_files(files, install=False, python=str(self.base), warn=lambda _: None)
         if not met.missing:
             return self.base, met

@@ -47,6 +47,8 @@ import time
 from collections import Counter
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -99,25 +101,26 @@ def _resources_block(path: Path, name: str) -> tuple[str, dict[str, Any]] | None
     return None
 
 
-def _agent_of(folder: Path, instance: str) -> tuple[str, dict[str, Any]]:
-    """The agent that drives `instance` in its configs, and its block as written: the first of
-    ours (AGENTS) when one is listed, else the first listed (simple_agent when none is)."""
+def _agent_of(folder: Path, instance: str) -> tuple[str, str, dict[str, Any]]:
+    """The agent that drives `instance` in its configs (implementation, instance name, its block as
+    written): the first of ours (AGENTS) when one is listed, else the first listed (simple_agent
+    when none is)."""
     import yaml
 
-    listed: list[tuple[str, dict[str, Any]]] = []
+    listed: list[tuple[str, str, dict[str, Any]]] = []
     for path in config_files(folder):
         try:
             tree = yaml.safe_load(path.read_text()) or {}
         except yaml.YAMLError:
             continue
-        for node in tree.values():
+        for agent_instance, node in tree.items():
             agents = node.get("responses_api_agents") if isinstance(node, dict) else None
             for implementation, block in (agents or {}).items():
                 ref = block.get("resources_server") if isinstance(block, dict) else None
                 if isinstance(ref, dict) and ref.get("name") == instance:
-                    listed.append((str(implementation), block))
+                    listed.append((str(implementation), str(agent_instance), block))
     ours = [found for found in listed if found[0] in AGENTS]
-    return (ours or listed or [("simple_agent", {})])[0]
+    return (ours or listed or [("simple_agent", "simple_agent", {})])[0]
 
 
 def _model_refs(node: Any, path: str = "") -> list[tuple[str, str]]:
@@ -151,11 +154,13 @@ def classify(folder: Path) -> dict[str, Any]:
         category = "pypi"
     else:
         category = "pure"
-    agent, agent_block = _agent_of(folder, instance)
+    agent, agent_instance, agent_block = _agent_of(folder, instance)
     return {
         "category": category,
         "instance": instance,
         "agent": agent,
+        "agent_instance": agent_instance,
+        "agent_block": agent_block,
         "agent_keys": {k: v for k, v in agent_block.items() if k in AGENT_KEYS},
         "extra_packages": extra,
         "model_refs": _model_refs(block),
@@ -213,6 +218,10 @@ def _run_with_judge(root: Path, name: str, max_rows: int, judge_url: str) -> dic
     # first on sys.path.
     module_name, _, class_name = AGENTS.get(info["agent"], "").partition(":")
     agent_class = getattr(importlib.import_module(module_name), class_name) if module_name else None
+    # Else NeMo Gym's own agent, when its tree has it: served unchanged on our stand-ins, in a
+    # process of its own started from their root, as ng_run starts it.
+    their_agent = root / "responses_api_agents" / info["agent"] / "app.py"
+    agent_block = dict(info["agent_block"])
     config_path = next(p for p in config_files(folder) if _resources_block(p, name))
     os.chdir(root)
     try:
@@ -225,6 +234,8 @@ def _run_with_judge(root: Path, name: str, max_rows: int, judge_url: str) -> dic
             [f"+config_paths=[{','.join(paths)}]", f"policy_base_url={judge_url}/v1"], cwd=root
         )
         block = dict(composed.instances[instance].block)
+        if info["agent_instance"] in composed.instances:
+            agent_block = dict(composed.instances[info["agent_instance"]].block)
     except Exception as error:  # a config ours cannot compose: NeMo Gym's own block, as written
         _, block = _resources_block(config_path, name) or (instance, {})
         result["config_note"] = f"composed raw: {str(error).splitlines()[0][:200]}"
@@ -262,11 +273,12 @@ def _run_with_judge(root: Path, name: str, max_rows: int, judge_url: str) -> dic
             result["reason"] = f"does not start: GET /health answered {health.status_code}, not 200"
             return result
         result["starts"] = True  # the app started, accepts connections and answers ng_run's probe
-        if agent_class is None:
+        if agent_class is None and not their_agent.is_file():
             result["reason"] = f"pairs with {info['agent']}, not run by this harness"
             return result
-        fields = agent_class.config_class.model_fields
-        agent_keys = {k: v for k, v in info["agent_keys"].items() if k in fields}
+        if agent_class is not None:
+            fields = agent_class.config_class.model_fields
+            agent_keys = {k: v for k, v in info["agent_keys"].items() if k in fields}
         example = folder / "data" / "example.jsonl"
         if not example.exists():
             result["reason"] = "no data/example.jsonl"
@@ -289,7 +301,7 @@ def _run_with_judge(root: Path, name: str, max_rows: int, judge_url: str) -> dic
             for task, row in enumerate(rows)
             for repeat in range(cohort)
         ]
-        with (
+        agent_stack = (
             serve_agent(
                 agent_class,
                 policy,
@@ -298,9 +310,20 @@ def _run_with_judge(root: Path, name: str, max_rows: int, judge_url: str) -> dic
                 resources_name=instance,
                 session_secret=secret,
                 agent_config=agent_keys,
-            ) as stack,
-            ThreadPoolExecutor(max_workers=cohort) as pool,
-        ):
+            )
+            if agent_class is not None
+            else _serve_their_agent(
+                root,
+                their_agent,
+                info["agent_instance"],
+                agent_block,
+                policy,
+                resources=(instance, resources_url),
+                judge_url=judge_url,
+                session_secret=secret,
+            )
+        )
+        with agent_stack as stack, ThreadPoolExecutor(max_workers=cohort) as pool:
             rewards, problems = [], Counter[str]()
 
             def post(run: dict[str, Any]) -> Any:
@@ -338,6 +361,57 @@ def _run_with_judge(root: Path, name: str, max_rows: int, judge_url: str) -> dic
     return result
 
 
+@dataclass(frozen=True)
+class _TheirAgent:
+    agent_url: str
+
+
+@contextmanager
+def _serve_their_agent(
+    root: Path,
+    app_path: Path,
+    name: str,
+    block: dict[str, Any],
+    policy: Any,
+    *,
+    resources: tuple[str, str],
+    judge_url: str,
+    session_secret: str,
+) -> Iterator[_TheirAgent]:
+    """NeMo Gym's own agent (`app_path`), its block as its configs compose it, served by
+    ng_run's server process (`ng_cli.servers.child`) started from NeMo Gym's root, so their
+    `responses_api_agents` package is the one it imports; the replay policy is its
+    `model_server`, the stub judge every other model it names (a user simulator)."""
+    from ng_cli.servers.spec import ServerAddress
+    from ng_cli.servers.testing import ScriptedModel, serve_in_child, serve_in_thread
+
+    model = ScriptedModel(policy)
+    resources_name, resources_url = resources
+    with serve_in_thread(model.build_app()) as model_url, tempfile.TemporaryDirectory() as spec_dir:
+        servers = {
+            resources_name: ServerAddress(
+                server_type="resources_servers", implementation=resources_name, url=resources_url
+            )
+        }
+        for key, ref in _model_refs(block):
+            url = model_url if key == "model_server" else judge_url
+            servers[ref] = ServerAddress(server_type="responses_api_models", implementation="stub", url=url)
+        here = Path.cwd()
+        os.chdir(root)  # the child's sys.path[0]: their responses_api_agents before ours
+        try:
+            serving = serve_in_child(
+                app_path, block, name=name, spec_dir=Path(spec_dir), session_secret=session_secret,
+                servers=servers, ready_timeout_s=120,
+            )  # fmt: skip
+            child = serving.__enter__()
+        finally:
+            os.chdir(here)
+        try:
+            yield _TheirAgent(child.url)
+        finally:
+            serving.__exit__(None, None, None)
+
+
 # ---------------------------------------------------------------- the parent: every server
 
 
@@ -355,8 +429,10 @@ def _run_all(root: Path, names: list[str], args: argparse.Namespace) -> Iterator
     shared: list[str] = []
     notes: dict[str, dict[str, Any]] = {}
     for name in names:
+        agent = classify(root / "resources_servers" / name)["agent"]
+        theirs = agent not in AGENTS and (root / "responses_api_agents" / agent / "app.py").is_file()
         try:
-            python, notes[name] = scratch.prepare(name)
+            python, notes[name] = scratch.prepare(name, agent=agent if theirs else None)
         except NgError as error:
             reason = f"requirements.txt not installed: {' | '.join(str(error).splitlines()[:2])[:400]}"
             yield name, {**_failed(root, name, reason), "requirements": "failed"}

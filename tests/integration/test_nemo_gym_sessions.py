@@ -142,3 +142,30 @@ def test_their_cookie_never_selects_another_session_than_the_signed_one(tmp_path
 
         assert count({SESSION_COOKIE: second, **theirs}) == 0
         assert count({SESSION_COOKIE: first, **theirs}) == 5
+
+
+def test_a_rollout_that_sends_on_only_the_last_answers_cookies_stays_one_session(tmp_path: Path) -> None:
+    """NeMo Gym's agents (conversational_tool_use/simulation, toolsandbox_agent) send each call the
+    cookies the previous answer set (`response.cookies`), nothing older. Our `ng_session` must be
+    among them on every answer, or the third call gets a fresh session that /verify then reads."""
+    with serve_in_child(COUNTER / "app.py", COUNTER_BLOCK, name="counter", spec_dir=tmp_path) as child:
+        cookies: dict[str, str] = {}
+        calls = [
+            ("/seed_session", {"initial_count": 1}),
+            ("/increment_counter", {"count": 2}),
+            ("/increment_counter", {"count": 3}),
+            ("/increment_counter", {"count": 4}),
+        ]
+        for path, body in calls:
+            answer = httpx.post(f"{child.url}{path}", json=body, headers=_cookie_header(cookies), timeout=60)
+            assert answer.status_code == 200, answer.text
+            cookies = dict(answer.cookies.items())  # the last answer's, as aiohttp's response.cookies
+            assert SESSION_COOKIE in cookies, path
+        verified = httpx.post(
+            f"{child.url}/verify",
+            json={**_verify_body(), "expected_count": 10},
+            headers=_cookie_header(cookies),
+            timeout=60,
+        )
+    assert verified.status_code == 200, verified.text
+    assert verified.json()["reward"] == 1.0

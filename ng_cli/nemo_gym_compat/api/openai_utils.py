@@ -35,6 +35,7 @@ __all__ = [
     "NeMoGymResponse",
     "NeMoGymResponseCreateParamsNonStreaming",
     "NeMoGymResponseFunctionToolCall",
+    "NeMoGymResponseInput",
     "NeMoGymResponseInputItem",
     "NeMoGymResponseInputTokensDetails",
     "NeMoGymResponseOutputItem",
@@ -167,6 +168,8 @@ _ITEMS = (
 )
 NeMoGymResponseInputItem = Annotated[_ITEMS, Discriminator(_item_tag)]
 NeMoGymResponseOutputItem = Annotated[_ITEMS, Discriminator(_item_tag)]
+NeMoGymResponseInput = list[NeMoGymResponseInputItem]
+"""A request's input as a list of items (toolsandbox_agent types its transcript with it)."""
 
 
 class NeMoGymResponseCreateParamsNonStreaming(_Open):

@@ -40,6 +40,7 @@ from ng_cli.nemo_gym_compat.api.global_config import (
     get_first_server_config_dict,
     get_global_config_dict,
 )
+from ng_cli.servers.session import SESSION_COOKIE
 from ng_cli.servers.spec import listed_urls
 
 __all__ = [
@@ -298,11 +299,23 @@ class SimpleServer(BaseServer):
         async def add_session_id(request: Request, call_next: Callable[[Request], Any]) -> Response:
             request.session[SESSION_ID_KEY] = self._session_id_of(request)
             response: Response = await call_next(request)
+            self._echo_our_session(request, response)
             return response
 
         key = self.get_session_middleware_key()
         secret = getattr(self, "_ng_cookie_secret", None) or key
         app.add_middleware(SessionMiddleware, secret_key=secret, session_cookie=key)
+
+    def _echo_our_session(self, request: Request, response: Response) -> None:
+        """Our `ng_session` a call carried, set again on its answer, as Starlette's middleware sets
+        NeMo Gym's cookie on every answer: NeMo Gym's agents send on only the cookies of the last
+        answer (`response.cookies`), so without it a rollout's next call would carry none, get a
+        fresh session, and the call after that would be in it (`Session not initialized`)."""
+        session_of: Callable[[Request], SignedSession | None] | None = getattr(self, "_ng_session_of", None)
+        ours = session_of(request) if session_of is not None else None
+        cookie = getattr(request.state, "session_cookie", None)
+        if ours is not None and ours.is_carried and cookie:
+            response.set_cookie(SESSION_COOKIE, str(cookie), path="/", httponly=True)
 
     def _session_id_of(self, request: Request) -> str:
         """The call's session id: NeMo Gym's cookie's, else a new one; under our stack our signed
