@@ -25,7 +25,8 @@ from tests.fixtures.stub_vllm import StubProcess
 
 pytestmark = pytest.mark.integration
 
-NEMO_GYM_ROOT = Path(__file__).resolve().parents[1] / "fixtures" / "nemo_gym_servers"
+REPO = Path(__file__).resolve().parents[2]
+NEMO_GYM_ROOT = REPO / "tests" / "fixtures" / "nemo_gym_servers"
 BIN = Path(sys.executable).parent
 SCICODE_ROWS = NEMO_GYM_ROOT / "resources_servers" / "scicode" / "data" / "example.jsonl"
 PREFILLED = {("13", 5), ("62", 0), ("76", 2)}
@@ -81,3 +82,26 @@ def test_scicode_agent_runs_unchanged_from_their_root(tmp_path: Path) -> None:
     attempts = failures[0]["attempt"]
     assert all(failure["attempt"] == attempts for failure in failures)
     assert chat_calls == _model_steps(rows) * attempts
+
+
+def test_the_compat_harness_drives_their_own_agent(tmp_path: Path) -> None:
+    """bench/nemo_gym_servers.py runs a server that pairs with one of NeMo Gym's agents we do not
+    have (scicode: scicode_agent) through that agent, served from their root: each row reaches
+    the server's own /verify, which names what is outside reach (SciCode's test_data.h5)."""
+    out = tmp_path / "servers.json"
+    done = subprocess.run(
+        [sys.executable, str(REPO / "bench" / "nemo_gym_servers.py"), "--root", str(NEMO_GYM_ROOT),
+         "--only", "scicode", "--rows", "2", "--output", str(out)],
+        cwd=tmp_path, capture_output=True, text=True, timeout=HANG_CAP_S, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    found = orjson.loads(out.read_bytes())["scicode"]
+    assert {k: found[k] for k in ("agent", "starts", "rows", "scored")} == {
+        "agent": "scicode_agent",
+        "starts": True,
+        "rows": 2,
+        "scored": 0,
+    }
+    assert "2x 502: scicode_agent: POST" in found["reason"]
+    assert "/verify answered 500" in found["reason"]
+    assert "test_data_fpath is not configured" in found["reason"]
