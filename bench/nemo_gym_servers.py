@@ -47,7 +47,7 @@ import time
 from collections import Counter
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -323,7 +323,13 @@ def _run_with_judge(root: Path, name: str, max_rows: int, judge_url: str) -> dic
                 session_secret=secret,
             )
         )
-        with agent_stack as stack, ThreadPoolExecutor(max_workers=cohort) as pool:
+        with ExitStack() as exits:
+            try:
+                stack: Any = exits.enter_context(agent_stack)
+            except AgentDidNotStart as error:
+                result["reason"] = str(error)
+                return result
+            pool = exits.enter_context(ThreadPoolExecutor(max_workers=cohort))
             rewards, problems = [], Counter[str]()
 
             def post(run: dict[str, Any]) -> Any:
@@ -359,6 +365,10 @@ def _run_with_judge(root: Path, name: str, max_rows: int, judge_url: str) -> dic
     finally:
         serving.__exit__(None, None, None)
     return result
+
+
+class AgentDidNotStart(Exception):
+    """NeMo Gym's agent's process ended before it answered /health (the server itself started)."""
 
 
 @dataclass(frozen=True)
@@ -404,6 +414,10 @@ def _serve_their_agent(
                 servers=servers, ready_timeout_s=120,
             )  # fmt: skip
             child = serving.__enter__()
+        except RuntimeError as error:
+            raise AgentDidNotStart(
+                f"its agent {app_path.parent.name} (NeMo Gym's) does not start: {error}"
+            ) from None
         finally:
             os.chdir(here)
         try:
