@@ -151,7 +151,7 @@ def render(rows: Sequence[Row]) -> str:
         "|---|---|---|---|---|",
     ]
     for row in rows:
-        agents = ", ".join(agent if agent in OUR_AGENTS else f"{agent} (not here)" for agent in row.agents)
+        agents = ", ".join(agent if agent in OUR_AGENTS else f"{agent} (NeMo Gym's)" for agent in row.agents)
         cells = [row.server, row.classification.needs, agents or "-", row.runs_here, row.why_not]
         lines.append("| " + " | ".join(_cell(cell) for cell in cells) + " |")
     return "\n".join(lines) + "\n"
