@@ -104,6 +104,20 @@ class LocalVllmModelConfig(VllmModelConfig):
             raise ValueError(f"gpu_ids must list distinct GPU ids >= 0, got {value}")
         return value
 
+    def value_warnings(self) -> list[tuple[str, str]]:
+        warnings = super().value_warnings()
+        if self.weight_updates and self.return_token_id_information and self.token_exact is False:
+            warnings.append(
+                (
+                    "token_exact",
+                    "false with weight_updates and token ids: each turn's prompt_token_ids is vLLM's "
+                    "re-rendering of the history, which need not extend the last turn's ids; a trainer "
+                    "that concatenates turns (TRL's NeMo Gym script asserts it) then fails or learns "
+                    "from tokens the policy never produced: set token_exact: auto (docs/conversion.md)",
+                )
+            )
+        return warnings
+
     @property
     def launches_engines(self) -> bool:
         """True unless a `base_url` says the server is already running elsewhere."""

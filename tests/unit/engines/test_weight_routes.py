@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from ng_cli.config.schema import validate_block
+from ng_cli.engines.config import LocalVllmModelConfig
 from ng_cli.engines.weight_routes import ADMIN_KEY_ENV, engine_admin_key, is_loopback
 from ng_cli.errors import ConfigError
 from tests.unit.engines.test_engine_plan import model_dir, plan
@@ -96,3 +98,33 @@ def test_no_admin_secret_without_updates(tmp_path: Path) -> None:
 def test_an_admin_key_needs_a_secret() -> None:
     with pytest.raises(ValueError, match="no admin secret"):
         engine_admin_key("", "http://10.0.0.3:8001")
+
+
+@pytest.mark.parametrize(
+    ("updates", "token_ids", "token_exact", "warned"),
+    [
+        (True, True, False, True),
+        (True, True, "auto", False),
+        (True, False, False, False),
+        (False, True, False, False),
+    ],
+)
+def test_training_engines_with_token_ids_but_no_token_exact_are_warned(
+    tmp_path: Path, updates: bool, token_ids: bool, token_exact: bool | str, warned: bool
+) -> None:
+    """TRL's script failed its contiguity assert on two H200s for want of token_exact."""
+    block = {
+        "entrypoint": "app.py",
+        "model": str(tmp_path),
+        "weight_updates": updates,
+        "return_token_id_information": token_ids,
+        "token_exact": token_exact,
+        "uses_reasoning_parser": False,
+    }
+    config = validate_block(LocalVllmModelConfig, block=block)
+    assert (
+        any(
+            warning.startswith("token_exact: false with weight_updates") for warning in config.config_warnings
+        )
+        is warned
+    )
