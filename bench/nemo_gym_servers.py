@@ -17,6 +17,11 @@ For each folder of `<root>/resources_servers/` (NeMo Gym 0.7.0 unpacked: `pip do
      judge on loopback answering `/v1/responses` and `/v1/chat/completions` with one fixed text
      that carries the common verdict forms; `policy_base_url` is that stub too, for servers that
      call their judge by URL (verifif: `judge_base_url: ${policy_base_url}`).
+     With `--judge engine` (the judge mode) it is a real model instead: `local_vllm_model` serving
+     the embedded tiny model on its own CPU engine, started by `ng_run` for each server, behind a
+     tap that records every judge call (bench/_judge_engine.py); a row counts as `judged` when its
+     reward came after at least one judge call and every judge call of the row was answered by the
+     engine. The results go to bench/results/nemo_gym_servers_judge.json.
 With `--install-requirements /tmp/SCRATCH`, each server first gets its requirements.txt installed
 by ng_run's own step into a virtual environment of its own, and the packages it imports without
 listing them are installed when NeMo Gym's own dependencies bring them (every server's
@@ -52,6 +57,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from _judge_engine import JudgeCall, JudgeTap
 from _nemo_gym_replay import ReplayPolicy, stub_judge_app
 
 from ng_cli.packages.requirements import requirement_lines, requirements_file
@@ -59,6 +65,7 @@ from ng_cli.rollouts.results import ROLLOUT_KEY, TASK_KEY
 
 REPO = Path(__file__).resolve().parents[1]
 RESULTS = REPO / "bench" / "results" / "nemo_gym_servers.json"
+JUDGE_RESULTS = REPO / "bench" / "results" / "nemo_gym_servers_judge.json"
 PURE_PACKAGES = {"pydantic", "fastapi", "pyyaml", "numpy", "jsonschema", "math-verify", "uvicorn", "rich"}
 INFRA_IMPORTS = re.compile(r"^\s*(from|import)\s+(nemo_gym\.sandbox|docker|playwright)\b", re.MULTILINE)
 POLICY_MODEL_CONFIG = "responses_api_models/vllm_model/configs/vllm_model.yaml"
@@ -170,12 +177,12 @@ def classify(folder: Path) -> dict[str, Any]:
 # ---------------------------------------------------------------- the child: one server's run
 
 
-def run_one(root: Path, name: str, max_rows: int) -> dict[str, Any]:
+def run_one(root: Path, name: str, max_rows: int, judge_target: str | None = None) -> dict[str, Any]:
     """One server's run, then its modules and path entries forgotten: ng_run gives each server a
     process of its own, so a helper module named like another server's (`util`) must not leak."""
     path_before = list(sys.path)
     try:
-        return _run_one(root, name, max_rows)
+        return _run_one(root, name, max_rows, judge_target)
     finally:
         folder = str(root / "resources_servers" / name)
         for module_name, module in list(sys.modules.items()):
@@ -184,17 +191,34 @@ def run_one(root: Path, name: str, max_rows: int) -> dict[str, Any]:
         sys.path[:] = path_before
 
 
-def _run_one(root: Path, name: str, max_rows: int) -> dict[str, Any]:
+def _run_one(root: Path, name: str, max_rows: int, judge_target: str | None) -> dict[str, Any]:
     """Start one server under our framework and run its example rows (in this process), with the
     stub judge on loopback as every second model it names, and as `policy_base_url` (the judge
-    endpoint of servers that call one by URL: verifif's `judge_base_url: ${policy_base_url}`)."""
+    endpoint of servers that call one by URL: verifif's `judge_base_url: ${policy_base_url}`);
+    with `judge_target` (a model server's URL: the judge mode), a tap forwarding to it instead."""
     from ng_cli.servers.testing import serve_in_thread
 
-    with serve_in_thread(stub_judge_app()) as judge_url:
-        return _run_with_judge(root, name, max_rows, judge_url)
+    if judge_target is None:
+        with serve_in_thread(stub_judge_app()) as judge_url:
+            return _run_with_judge(root, name, max_rows, judge_url)
+    tap = JudgeTap(judge_target)
+    with serve_in_thread(tap.build_app()) as judge_url:
+        return _run_with_judge(root, name, max_rows, judge_url, tap)
 
 
-def _run_with_judge(root: Path, name: str, max_rows: int, judge_url: str) -> dict[str, Any]:
+def _judge_problem(calls: list[JudgeCall]) -> str | None:
+    """Why a row's reward did not come from the judge's answers (None when it did)."""
+    if not calls:
+        return "reward given without a judge call"
+    failed = [call for call in calls if not call.answered]
+    if failed:
+        return f"judge call answered {failed[0].status}: {failed[0].text[:160]}"
+    return None
+
+
+def _run_with_judge(
+    root: Path, name: str, max_rows: int, judge_url: str, tap: JudgeTap | None = None
+) -> dict[str, Any]:
     import httpx2 as httpx  # the HTTP client the project's dev environment has
 
     from ng_cli.config.compose import compose_config
@@ -213,6 +237,8 @@ def _run_with_judge(root: Path, name: str, max_rows: int, judge_url: str) -> dic
         "reason": None,
         "category": info["category"],
     }
+    if tap is not None:
+        result.update({"judged": 0, "judged_reward_mean": None, "judge_calls": 0, "judge_sample": None})
     instance = info["instance"]
     # Ours, imported before the server's app puts NeMo Gym's root (its own responses_api_agents/)
     # first on sys.path.
@@ -330,41 +356,67 @@ def _run_with_judge(root: Path, name: str, max_rows: int, judge_url: str) -> dic
                 result["reason"] = str(error)
                 return result
             pool = exits.enter_context(ThreadPoolExecutor(max_workers=cohort))
-            rewards, problems = [], Counter[str]()
+            rewards: list[float] = []
+            judged: list[float] = []
+            problems = Counter[str]()
 
             def post(run: dict[str, Any]) -> Any:
-                return httpx.post(f"{stack.agent_url}/run", json=run, timeout=120)
+                return httpx.post(f"{stack.agent_url}/run", json=run, timeout=300 if tap else 120)
 
-            for answer in pool.map(post, runs):
-                result["rows"] += 1
-                body = (
-                    answer.json()
-                    if answer.headers.get("content-type", "").startswith("application/json")
-                    else {}
-                )
-                if (
-                    answer.status_code == 200
-                    and isinstance(body.get("reward"), int | float)
-                    and not body.get("mask_sample")
-                ):
-                    result["scored"] += 1
-                    rewards.append(float(body["reward"]))
-                else:
-                    message = (
-                        (body.get("error") or {}).get("message")
-                        if isinstance(body.get("error"), dict)
-                        else None
-                    )
-                    problems[
-                        f"{answer.status_code}: {(message or body.get('failure_reason') or answer.text)[:200]}"
-                    ] += 1
+            # A prompt's rollouts at a time: the judge calls between two marks are that group's.
+            groups = [runs[start : start + cohort] for start in range(0, len(runs), cohort)]
+            for group in groups:
+                mark = tap.mark() if tap else 0
+                answers = list(pool.map(post, group))
+                calls = tap.since(mark) if tap else []
+                if tap is not None:
+                    result["judge_calls"] += len(calls)
+                    result["judge_capped"] = result.get("judge_capped", 0) + sum(c.capped for c in calls)
+                    ok = [call.text for call in calls if call.answered]
+                    result["judge_sample"] = result["judge_sample"] or (ok[0][:160] if ok else None)
+                for answer in answers:
+                    _count(answer, result, rewards, problems, tap, calls, judged)
             if rewards:
                 result["reward_mean"] = sum(rewards) / len(rewards)
+            if judged:
+                result["judged_reward_mean"] = sum(judged) / len(judged)
             if problems:
                 result["reason"] = "; ".join(f"{n}x {p}" for p, n in problems.most_common(2))
     finally:
         serving.__exit__(None, None, None)
     return result
+
+
+def _count(
+    answer: Any,
+    result: dict[str, Any],
+    rewards: list[float],
+    problems: Counter[str],
+    tap: JudgeTap | None,
+    calls: list[JudgeCall],
+    judged: list[float],
+) -> None:
+    """One `/run` answer into the result: scored (an unmasked reward), and in the judge mode
+    judged (that reward came after judge calls the engine answered), or why not."""
+    result["rows"] += 1
+    body = answer.json() if answer.headers.get("content-type", "").startswith("application/json") else {}
+    if (
+        answer.status_code == 200
+        and isinstance(body.get("reward"), int | float)
+        and not body.get("mask_sample")
+    ):
+        result["scored"] += 1
+        rewards.append(float(body["reward"]))
+        if tap is not None:
+            problem = _judge_problem(calls)
+            if problem is None:
+                result["judged"] += 1
+                judged.append(float(body["reward"]))
+            else:
+                problems[f"scored, not judged: {problem}"] += 1
+        return
+    message = body["error"].get("message") if isinstance(body.get("error"), dict) else None
+    problems[f"{answer.status_code}: {(message or body.get('failure_reason') or answer.text)[:200]}"] += 1
 
 
 class AgentDidNotStart(Exception):
@@ -431,7 +483,11 @@ def _serve_their_agent(
 
 def _run_all(root: Path, names: list[str], args: argparse.Namespace) -> Iterator[tuple[str, dict[str, Any]]]:
     """Every server's result; with --install-requirements, each runs in its scratch environment
-    (servers whose requirements.txt the shared layer meets share one child)."""
+    (servers whose requirements.txt the shared layer meets share one child). In the judge mode
+    each server gets a child and a judge engine of its own."""
+    if args.judge == "engine":
+        yield from _judged(root, names, args)
+        return
     if args.install_requirements is None:
         yield from _children(root, names, args.rows, args.timeout_s)
         return
@@ -460,6 +516,42 @@ def _run_all(root: Path, names: list[str], args: argparse.Namespace) -> Iterator
         yield server, _annotated({**result, **notes[server]})
 
 
+def _judged(root: Path, names: list[str], args: argparse.Namespace) -> Iterator[tuple[str, dict[str, Any]]]:
+    """The judge mode: for each server, `ng_run` starts the tiny model's CPU engine and its
+    `local_vllm_model` server (bench/_judge_engine.py), and the server runs in a child of its
+    own (its scratch environment's interpreter with --install-requirements) against it."""
+    from _judge_engine import judge_stack
+
+    scratch = None
+    if args.install_requirements is not None:
+        from _nemo_gym_envs import Scratch
+
+        scratch = Scratch(args.install_requirements.resolve(), root)
+    for name in names:
+        python, notes = sys.executable, dict[str, Any]()
+        if scratch is not None:
+            from ng_cli.errors import NgError
+
+            agent = classify(root / "resources_servers" / name)["agent"]
+            theirs = agent not in AGENTS and (root / "responses_api_agents" / agent / "app.py").is_file()
+            try:
+                found, notes = scratch.prepare(name, agent=agent if theirs else None)
+            except NgError as error:
+                reason = f"requirements.txt not installed: {' | '.join(str(error).splitlines()[:2])[:400]}"
+                yield name, {**_failed(root, name, reason), "requirements": "failed"}
+                continue
+            python = str(found)
+        with tempfile.TemporaryDirectory(prefix="ng_judge_") as work:
+            try:
+                with judge_stack(Path(work)) as judge_url:
+                    for server, result in _children(
+                        root, [name], args.rows, args.timeout_s, python, judge_target=judge_url
+                    ):
+                        yield server, _annotated({**result, **notes})
+            except SystemExit as error:  # ng_run's judge engine did not become ready
+                yield name, _failed(root, name, f"judge engine did not start: {str(error)[-300:]}")
+
+
 def _annotated(result: dict[str, Any]) -> dict[str, Any]:
     """A start that failed on a module the server imports without listing it says so."""
     reason = result.get("reason") or ""
@@ -478,10 +570,17 @@ def _failed(root: Path, name: str, reason: str) -> dict[str, Any]:
 
 
 def _children(
-    root: Path, names: list[str], rows: int, timeout_s: float, python: str = sys.executable
+    root: Path,
+    names: list[str],
+    rows: int,
+    timeout_s: float,
+    python: str = sys.executable,
+    *,
+    judge_target: str | None = None,
 ) -> Iterator[tuple[str, dict[str, Any]]]:
     """Run the servers in child processes of `python`, many per child (imports are paid once); a
-    child that hangs on one server (`timeout_s` without a result) or dies is replaced for the rest."""
+    child that hangs on one server (`timeout_s` without a result) or dies is replaced for the rest.
+    With `judge_target` (a model server's URL) their second models are it, not the stub."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
     with tempfile.TemporaryDirectory() as tmp:
         env_yaml = Path(tmp) / "env.yaml"
@@ -492,6 +591,8 @@ def _children(
         left = list(names)
         while left:
             command = [python, __file__, "--root", str(root), "--rows", str(rows), "--one", *left]
+            if judge_target is not None:
+                command[2:2] = ["--judge-url", judge_target]
             child = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                                      text=True, start_new_session=True)  # fmt: skip
             lines: queue.Queue[str | None] = queue.Queue()
@@ -540,8 +641,21 @@ def main() -> None:
     parser.add_argument("--only", nargs="*", default=None)
     parser.add_argument("--rows", type=int, default=5)
     parser.add_argument("--timeout-s", type=float, default=180.0)
-    parser.add_argument("--categories", nargs="*", default=["pure", "second_model", "pypi", "infra"])
-    parser.add_argument("--output", type=Path, default=RESULTS)
+    parser.add_argument(
+        "--categories", nargs="*", default=None, help="default: all; second_model with --judge engine"
+    )
+    parser.add_argument(
+        "--output",
+        type=Path,
+        default=None,
+        help=f"default: {RESULTS.name}; {JUDGE_RESULTS.name} with --judge engine",
+    )
+    parser.add_argument(
+        "--judge", choices=["stub", "engine"], default="stub",
+        help="the second models: the stub judge's fixed text, or (engine) the tiny model on a CPU "
+        "engine that ng_run starts for each server (bench/_judge_engine.py)",
+    )  # fmt: skip
+    parser.add_argument("--judge-url", help=argparse.SUPPRESS)
     parser.add_argument(
         "--seed", type=Path, help="an earlier results file: servers in it are kept, not run again"
     )
@@ -554,11 +668,16 @@ def main() -> None:
     )  # fmt: skip
     parser.add_argument("--one", nargs="+", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    judge_mode = args.judge == "engine"
+    if args.categories is None:
+        args.categories = ["second_model"] if judge_mode else ["pure", "second_model", "pypi", "infra"]
+    if args.output is None:
+        args.output = JUDGE_RESULTS if judge_mode else RESULTS
     root = args.root.resolve()
     if args.one:
         for name in args.one:
             try:
-                found = run_one(root, name, args.rows)
+                found = run_one(root, name, args.rows, args.judge_url)
             except BaseException as error:
                 found = _failed(root, name, f"harness: {type(error).__name__}: {str(error)[:300]}")
             print(f"RESULT {name} " + json.dumps(found), flush=True)
@@ -570,7 +689,7 @@ def main() -> None:
     results: dict[str, Any] = {}
     tried = [n for n in names if classify(root / "resources_servers" / n)["category"] in args.categories]
     for name in names:
-        if name not in tried:
+        if name not in tried and not judge_mode:  # the judge file holds the servers it ran
             info = classify(root / "resources_servers" / name)
             reason = f"not tried: needs {', '.join(info['extra_packages'][:4]) or 'infrastructure (sandbox, docker, browser)'}"
             results[name] = {
@@ -597,7 +716,8 @@ def main() -> None:
         _write(args.output, results)  # after each server: a stopped run keeps what it measured
         print(
             f"{name:45s} {found['category']:13s} starts={found['starts']!s:5s} rows={found['rows']} "
-            f"scored={found['scored']} mean={found['reward_mean']} {found['reason'] or ''}"[:220],
+            f"scored={found['scored']} judged={found.get('judged', '-')} mean={found['reward_mean']} "
+            f"{found['reason'] or ''}"[:260],
             flush=True,
         )
     ordered = _write(args.output, results)
@@ -612,6 +732,11 @@ def main() -> None:
     for category in ("pure", "second_model", "pypi", "infra", "library"):
         print(
             f"{category:14s} {table[(category, 'servers')]:8d} {table[(category, 'starts')]:6d} {table[(category, 'scores')]:6d}"
+        )
+    if judge_mode:
+        judged = sum(int(found.get("judged", 0) > 0) for found in ordered.values())
+        print(
+            f"judge mode: {judged} of {len(ordered)} servers judged (a row's reward after engine-answered judge calls)"
         )
     print(f"written: {args.output}")
 
