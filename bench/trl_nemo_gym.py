@@ -101,6 +101,7 @@ policy_model:
         max_model_len: 2048
         enforce_eager: true
         gpu_memory_utilization: 0.3
+        logprobs_mode: processed_logprobs  # TRL's importance sampling reads them after temperature
         enable_auto_tool_choice: true
         tool_call_parser: hermes
 """
