@@ -309,6 +309,10 @@ class BatchRecorder:
             "every_row_at_its_batch_version": bool(rows)
             and all(row["row_versions"] == [row["served_version"]] for row in rows),
             "versions": sorted(fingerprints, key=lambda v: int(v or 0)),
+            # TRL syncs before each step's rollouts (the eval at start shares step 0's sync), so
+            # the versions served are 1, 2, ... one per step
+            "one_new_version_per_step": [int(v or 0) for v in sorted(fingerprints, key=lambda v: int(v or 0))]
+            == list(range(1, len(fingerprints) + 1)),
             "weights_changed_at_every_version": len(ordered) > 1
             and all(a != b for a, b in itertools.pairwise(ordered)),
         }
