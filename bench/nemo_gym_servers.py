@@ -657,7 +657,9 @@ def main() -> None:
     )  # fmt: skip
     parser.add_argument("--judge-url", help=argparse.SUPPRESS)
     parser.add_argument(
-        "--seed", type=Path, help="an earlier results file: servers in it are kept, not run again"
+        "--seed",
+        type=Path,
+        help="an earlier results file: every server in it is kept (with --only too), none run again",
     )
     parser.add_argument(
         "--install-requirements", type=Path, metavar="SCRATCH",
@@ -703,11 +705,20 @@ def main() -> None:
                 else "a library other servers import, not a server",
                 "category": info["category"],
             }
+    if args.only is not None and args.output.exists() and args.seed is None:
+        raise SystemExit(
+            f"{args.output} exists and --only runs a part of it: pass --seed {args.output} to add to it "
+            "(its other servers are kept), or another --output"
+        )
     if args.seed and args.seed.exists():
         earlier = json.loads(args.seed.read_text())
-        for name, found in earlier.items():
-            if name in tried:  # the category is re-read: the files decide it, not the earlier run
-                results[name] = {**found, "category": classify(root / "resources_servers" / name)["category"]}
+        for name, found in earlier.items():  # every earlier server is kept, --only or not
+            folder = root / "resources_servers" / name
+            # the category is re-read: the files decide it, not the earlier run
+            results[name] = {
+                **found,
+                "category": classify(folder)["category"] if folder.is_dir() else found["category"],
+            }
         tried = [name for name in tried if name not in earlier]
     started = time.monotonic()
 

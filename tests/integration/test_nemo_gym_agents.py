@@ -105,3 +105,28 @@ def test_the_compat_harness_drives_their_own_agent(tmp_path: Path) -> None:
     assert "2x 502: scicode_agent: POST" in found["reason"]
     assert "/verify answered 500" in found["reason"]
     assert "test_data_fpath is not configured" in found["reason"]
+
+
+def test_a_partial_rerun_never_writes_over_a_results_file_it_was_not_given_as_seed(tmp_path: Path) -> None:
+    """`--only` over an existing output is refused unless the output is the `--seed`, whose every
+    other server is then kept: a rerun of some servers once replaced the whole file with them."""
+    out = tmp_path / "servers.json"
+    earlier = {"another_server": {"starts": True, "rows": 5, "scored": 5, "reward_mean": 1.0, "agent": "simple_agent",
+                                  "reason": None, "category": "pure"}}  # fmt: skip
+    out.write_bytes(orjson.dumps(earlier))
+    harness = [sys.executable, str(REPO / "bench" / "nemo_gym_servers.py"), "--root", str(NEMO_GYM_ROOT)]
+    done = subprocess.run(
+        [*harness, "--only", "scicode", "--rows", "1", "--output", str(out)],
+        cwd=tmp_path, capture_output=True, text=True, timeout=HANG_CAP_S, check=False,
+    )  # fmt: skip
+    assert done.returncode != 0
+    assert f"pass --seed {out}" in done.stderr
+    assert orjson.loads(out.read_bytes()) == earlier  # untouched
+    done = subprocess.run(
+        [*harness, "--only", "scicode", "--rows", "1", "--output", str(out), "--seed", str(out)],
+        cwd=tmp_path, capture_output=True, text=True, timeout=HANG_CAP_S, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    merged = orjson.loads(out.read_bytes())
+    assert merged["another_server"] == earlier["another_server"]
+    assert merged["scicode"]["agent"] == "scicode_agent"
