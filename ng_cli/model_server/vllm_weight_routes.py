@@ -78,6 +78,9 @@ def install_vllm_weight_routes(app: FastAPI, weights: WeightUpdater, *, key: str
             **(config.get("weight_transfer_config") or {}),
             "backend": backend,
         }
+        model = config.get("model_config")
+        if isinstance(model, dict) and isinstance(model.get("hf_token"), str):
+            config["model_config"] = {**model, "hf_token": "***"}  # a secret, even to the key's holder
         return JSONResponse({"vllm_config": config})
 
     @app.get("/get_world_size")

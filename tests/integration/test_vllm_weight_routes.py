@@ -76,6 +76,7 @@ def test_a_trl_sync_is_a_push_each_engine_with_its_own_rank() -> None:
         assert info["vllm_config"]["weight_transfer_config"] == {"backend": "nccl"}
         assert info["vllm_config"]["model_config"]["logprobs_mode"] == "raw_logprobs"  # the engine's own
         assert "vllm_env" not in info
+        assert info["vllm_config"]["model_config"]["hf_token"] == "***"
         assert all(one.log == ["server_info"] for one in stand_ins)
         for one in stand_ins:
             one.log.clear()
