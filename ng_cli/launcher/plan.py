@@ -350,7 +350,6 @@ def engine_plans(
     (`devices`, else the GPUs visible here: CUDA_VISIBLE_DEVICES or the first instance's num_gpus),
     or on its own `gpu_ids` (not `on_cluster`: a Ray placement picks the GPUs there)."""
     plans: list[InstanceEngines] = []
-    on_cluster = on_cluster or devices is not None
     taken: set[str] = set()
     for instance in config.instances.values():
         if instance.implementation != LOCAL_ENGINES_IMPLEMENTATION:
