@@ -2,8 +2,10 @@
 
 `agent_adapter_for(cls)` is the agents' twin of `adapter.adapter_for`: its config class accepts
 the NeMo Gym block as written (our agent keys checked as for any agent, so a missing
-`resources_server` or a reference to no instance is refused before start; the rest validated by
-the agent's own config class), and its app is the one the agent's `setup_webserver()` builds,
+`resources_server` or a reference to no instance is refused before start; `model_server` may be
+left out, as NeMo Gym's agents that call a model of their own (claude_code_agent's
+`anthropic_base_url`) declare it optional; the rest validated by the agent's own config class,
+which refuses a missing `model_server` where it needs one), and its app is the one the agent's `setup_webserver()` builds,
 started from our plumbing: `/health`, the error envelope, body limits and our signed
 `ng_session` cookie (which the agent forwards, as it forwards every cookie it is sent, so the
 resources server sees the rollout's session).
@@ -29,7 +31,7 @@ from fastapi.responses import Response
 from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 
 from ng_cli.config.nemo_gym import NemoGymKey
-from ng_cli.config.schema import AgentServerConfig
+from ng_cli.config.schema import AgentServerConfig, ServerRef
 from ng_cli.errors import (
     NgError,
     UpstreamError,
@@ -61,6 +63,18 @@ class NemoGymAgentConfig(AgentServerConfig):
     nemo_gym_keys: ClassVar[dict[str, NemoGymKey]] = {}
     """None dropped: NeMo Gym's agent keys (`skip_verification` ...) are read by its own agent."""
     nemo_gym_config_class: ClassVar[type[BaseModel]] = BaseModel
+    model_server: ServerRef | None = None  # type: ignore[assignment]  # their class decides
+    """The model server the agent calls, when it calls one through the stack."""
+
+    @model_validator(mode="after")
+    def _check_reference_types(self) -> NemoGymAgentConfig:
+        if self.resources_server.type != "resources_servers":
+            raise ValueError(
+                f"resources_server must refer to resources_servers, not {self.resources_server.type}"
+            )
+        if self.model_server is not None and self.model_server.type != "responses_api_models":
+            raise ValueError(f"model_server must refer to responses_api_models, not {self.model_server.type}")
+        return self
 
     @model_validator(mode="wrap")
     @classmethod

@@ -19,6 +19,7 @@ __all__ = [
     "CACHE_DIR_KEY_NAME",
     "HEAD_SERVER_KEY_NAME",
     "ROLLOUT_INDEX_KEY_NAME",
+    "SKILLS_REF_KEY_NAME",
     "TASK_INDEX_KEY_NAME",
     "GlobalConfigDictParser",
     "GlobalConfigDictParserConfig",
@@ -36,6 +37,9 @@ TASK_INDEX_KEY_NAME = "_ng_task_index"
 ROLLOUT_INDEX_KEY_NAME = "_ng_rollout_index"
 ATTEMPT_INDEX_KEY_NAME = "_ng_attempt_index"
 AGENT_REF_KEY_NAME = "agent_ref"
+SKILLS_REF_KEY_NAME = "skills_ref"
+"""A row's skills reference (NeMo Gym's collector stamps it; ours refuses `skills`, so no row here
+carries one and an agent reading it finds none)."""
 
 _GLOBAL: DictConfig | None = None
 _SERVER_TYPES = ("resources_servers", "responses_api_models", "responses_api_agents")

@@ -9,11 +9,15 @@ with whatever fields a caller passes, serialised as given.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from ng_cli.nemo_gym_compat.api.openai_utils import NeMoGymResponse
+
 __all__ = [
+    "AgentEpisode",
     "AgentInvocation",
     "AgentObservationBundle",
     "ContextCompactionObservation",
@@ -88,3 +92,11 @@ class AgentObservationBundle(ObservationModel):
 class TrajectoryRecord(ObservationModel):
     gaps: list[Any] = Field(default_factory=list)
     turns: list[Any] = Field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class AgentEpisode:
+    """An agent's response and the observations at its execution boundary (NeMo Gym's)."""
+
+    response: NeMoGymResponse
+    observations: AgentObservationBundle

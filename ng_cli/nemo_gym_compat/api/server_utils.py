@@ -49,6 +49,7 @@ __all__ = [
     "ServerClient",
     "SignedSession",
     "SimpleServer",
+    "apply_rollout_prefix",
     "get_first_server_config_dict",
     "get_response_json",
     "get_server_url",
@@ -140,6 +141,14 @@ def is_nemo_gym_fastapi_entrypoint(file: str) -> bool:
 
 def rollout_path_prefix(rollout_id: str | None, *, token_capture: bool = False) -> str:
     return "" if rollout_id is None else f"/_ng_rollout/{rollout_id}"
+
+
+def apply_rollout_prefix(base_url: str, rollout_id: str | None, *, token_capture: bool = False) -> str:
+    """A model server's root URL with the rollout's prefix (none without a rollout id, as here:
+    NeMo Gym's rollout-path capture is off, see `SimpleResponsesAPIAgent.rollout_id_from_run`)."""
+    if not rollout_id:
+        return base_url
+    return base_url.rstrip("/") + rollout_path_prefix(rollout_id, token_capture=token_capture)
 
 
 def get_server_url(server_name: str) -> str:

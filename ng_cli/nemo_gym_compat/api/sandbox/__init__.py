@@ -11,6 +11,11 @@ Every other NeMo Gym provider is refused by name (`UnavailableProviderError`): t
 ones need a container runtime and images, the remote ones a sandbox service, an account and the
 network. `unavailable_provider(block)` says so without starting anything, so a server block
 naming one is refused before the server starts (`adapter`).
+
+NeMo Gym's provider capabilities are its protocols here (`SupportsSandboxEndpoint`,
+`ConnectableProvider`), so an agent that asks `isinstance(provider, ...)` gets an honest no: the
+local sandbox has no network, so no service inside it can be reached (`SandboxEndpoint`, NeMo
+Gym's route to one, is offered for its type and checks), and its sandboxes live in one process.
 """
 
 from __future__ import annotations
@@ -21,18 +26,22 @@ import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
+from urllib.parse import urlsplit
 
 from ng_cli.nemo_gym_compat.api.sandbox.config import resolve_provider_config, resolve_provider_metadata
 from ng_cli.sandbox import PythonSandbox, SandboxConfig
 
 __all__ = [
     "AsyncSandbox",
+    "ConnectableProvider",
     "ExecResult",
     "SandboxCreateError",
+    "SandboxEndpoint",
     "SandboxExecResult",
     "SandboxResources",
     "SandboxSpec",
+    "SupportsSandboxEndpoint",
     "UnavailableProviderError",
     "create_provider",
     "list_providers",
@@ -102,6 +111,40 @@ class SandboxExecResult:
 
 
 ExecResult = SandboxExecResult
+
+
+@dataclass(frozen=True)
+class SandboxEndpoint:
+    """NeMo Gym's route to a service inside a sandbox: an absolute URL and the headers it needs."""
+
+    endpoint: str
+    headers: dict[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        endpoint = self.endpoint.strip() if isinstance(self.endpoint, str) else ""
+        parsed = urlsplit(endpoint)
+        if not parsed.scheme or not parsed.netloc:
+            raise ValueError("Sandbox endpoint must be a non-empty absolute URL")
+        if not isinstance(self.headers, Mapping):
+            raise TypeError("Sandbox endpoint headers must be a mapping")
+        object.__setattr__(self, "endpoint", endpoint)
+        object.__setattr__(self, "headers", {str(k): str(v) for k, v in self.headers.items()})
+
+
+@runtime_checkable
+class SupportsSandboxEndpoint(Protocol):
+    """A provider that can route to a declared service port (the local one cannot: no network)."""
+
+    async def endpoint(self, handle: Any, port: int) -> SandboxEndpoint: ...
+
+
+@runtime_checkable
+class ConnectableProvider(Protocol):
+    """A provider whose sandboxes another process can reattach to (the local one's cannot)."""
+
+    async def serialize_handle(self, handle: Any, *, scope: str | None = None) -> dict[str, Any]: ...
+
+    async def connect(self, descriptor: Mapping[str, Any]) -> Any: ...
 
 
 def list_providers() -> list[str]:
@@ -188,6 +231,20 @@ class AsyncSandbox:
     async def stop(self) -> None:
         self._files.clear()
         self._started = False
+
+    async def endpoint(self, port: int) -> SandboxEndpoint:
+        """NeMo Gym's checks, then its refusal for a provider without service endpoints."""
+        if isinstance(port, bool) or not isinstance(port, int) or not 1 <= port <= 65535:
+            raise ValueError(f"Sandbox endpoint port must be an integer between 1 and 65535, got {port!r}")
+        if port not in self._spec.ports:
+            raise ValueError(
+                f"Sandbox port {port} was not declared in SandboxSpec.ports; "
+                f"declared ports: {list(self._spec.ports)!r}"
+            )
+        raise NotImplementedError(
+            "Sandbox provider 'local' does not support service endpoints "
+            "(ng_cli's local sandbox has no network: nothing inside it can be reached)"
+        )
 
     async def upload(self, local_path: Path | str, remote_path: str) -> None:
         self._put(remote_path, await asyncio.to_thread(Path(local_path).read_bytes))

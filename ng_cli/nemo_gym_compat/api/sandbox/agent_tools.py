@@ -1,18 +1,22 @@
 """`nemo_gym.sandbox.agent_tools`: helpers NeMo Gym's sandboxed agents share.
 
 `verify_agent_response` (a run whose agent failed is verified as an empty answer, which must
-score an unmasked 0, then keeps the real answer for inspection) and `sandbox_server_url` (a
-stack server's URL as code in a sandbox reaches it). NeMo Gym's MCP seeding and network
-policies for remote sandboxes are not stood in for: those sandboxes are refused here.
+score an unmasked 0, then keeps the real answer for inspection), `sandbox_server_url` (a
+stack server's URL as code in a sandbox reaches it), `seed_mcp_servers` (each tool server
+seeded for the rollout, its MCP route and per-session headers for the sandboxed agent) and
+`restricted_network_policy`, NeMo Gym's own: it fails closed for every provider but
+OpenSandbox's (which is refused here), so an agent asking for restricted network access is
+refused rather than given an open network.
 """
 
 from __future__ import annotations
 
+import ipaddress
 from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-from ng_cli.nemo_gym_compat.api.base_resources_server import BaseRunRequest
+from ng_cli.nemo_gym_compat.api.base_resources_server import NEMO_GYM_MCP_METADATA_KEY, BaseRunRequest
 from ng_cli.nemo_gym_compat.api.config_types import ResourcesServerRef
 from ng_cli.nemo_gym_compat.api.failure_kinds import AGENT_RUN_ERROR
 from ng_cli.nemo_gym_compat.api.openai_utils import NeMoGymResponse
@@ -23,7 +27,7 @@ from ng_cli.nemo_gym_compat.api.server_utils import (
     raise_for_status,
 )
 
-__all__ = ["sandbox_server_url", "verify_agent_response"]
+__all__ = ["restricted_network_policy", "sandbox_server_url", "seed_mcp_servers", "verify_agent_response"]
 
 
 def sandbox_server_url(name: str, *, require_reachable: bool = False) -> str:
@@ -38,6 +42,63 @@ def sandbox_server_url(name: str, *, require_reachable: bool = False) -> str:
         netloc = f"{host}:{parts.port}" if parts.port else host
         return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
     return base
+
+
+def _reachable_host(url: str) -> str:
+    target = urlsplit(url).hostname
+    try:
+        address = ipaddress.ip_address(target) if target else None
+    except ValueError:
+        address = None
+    if (
+        not target
+        or target.lower().rstrip(".") == "localhost"
+        or (address is not None and (address.is_loopback or address.is_unspecified))
+    ):
+        raise ValueError(
+            "Model/tool endpoint must advertise a sandbox-reachable host. Set use_absolute_ip=true "
+            "or bind the server to an explicitly reachable host; rewriting a loopback URL is insufficient."
+        )
+    return target
+
+
+def restricted_network_policy(provider_name: str, urls: list[str]) -> dict[str, object]:
+    """NeMo Gym's egress policy (deny all but these hosts); only OpenSandbox can enforce one, so
+    any other provider is refused (fail closed), as in NeMo Gym."""
+    if provider_name != "opensandbox":
+        raise ValueError("Restricted network access requires the OpenSandbox network-policy provider")
+    targets = sorted({_reachable_host(url) for url in urls})
+    return {"defaultAction": "deny", "egress": [{"action": "allow", "target": t} for t in targets]}
+
+
+async def seed_mcp_servers(
+    client: ServerClient,
+    servers: list[ResourcesServerRef],
+    body: BaseRunRequest,
+    cookies: Mapping[str, str],
+    *,
+    timeout_s: float,
+    require_reachable: bool = False,
+) -> dict[str, dict[str, object]]:
+    """Seed each tool server for this rollout; the sandboxed agent gets its MCP URL and the
+    per-session headers its `/seed_session` answered (a server without them is refused)."""
+    entries: dict[str, dict[str, object]] = {}
+    for server in servers:
+        seeded = await client.post(
+            server_name=server.name, url_path="/seed_session", json=body.model_dump(), cookies=cookies
+        )
+        await raise_for_status(seeded)
+        metadata = (await get_response_json(seeded)).get(NEMO_GYM_MCP_METADATA_KEY)
+        if not isinstance(metadata, dict) or not metadata.get("headers"):
+            raise ValueError(f"Tool server {server.name} must expose authenticated MCP tools")
+        url_path = str(metadata.get("url_path", "/mcp")).lstrip("/")
+        entries[server.name] = {
+            "url": f"{sandbox_server_url(server.name, require_reachable=require_reachable)}/{url_path}",
+            "headers": metadata["headers"],
+            "enabled": True,
+            "timeout": int(timeout_s * 1000),
+        }
+    return entries
 
 
 async def verify_agent_response(
