@@ -29,6 +29,11 @@ requirements.txt installs nemo-gym[dev]); the row says which (`unlisted_nemo_gym
 it imports that nothing lists (`unlisted_other`): see bench/_nemo_gym_envs.py. The rows it sends
 carry `_ng_task_index`/`_ng_rollout_index` as NeMo Gym's collector's do, and a cohort server
 (`num_rollouts_per_prompt` > 1) gets that many concurrent rollouts of a row.
+A server that drives Playwright gets the OS's Chromium where Playwright looks for its own build
+(`PLAYWRIGHT_BROWSERS_PATH`, bench/_nemo_gym_browser.py: Playwright's build is a download outside
+the registries); an agent that `npm install -g`s its CLI installs it into the run's own prefix.
+A `/run` with no answer within 120 s is counted as such, and the server's later rows are not sent;
+an agent of NeMo Gym's that does not start has its last error line in the row.
 A row is "scored" when `/run` answered a reward that is not masked (`mask_sample`). The JSON is
 {server: {"starts", "rows", "scored", "reward_mean", "agent", "reason", "category"}}; `category`
 is this script's reading of the server's needs (pure, second_model, pypi, infra), from its
@@ -58,6 +63,7 @@ from pathlib import Path
 from typing import Any
 
 from _judge_engine import JudgeCall, JudgeTap
+from _nemo_gym_browser import os_chromium_for_playwright
 from _nemo_gym_replay import ReplayPolicy, stub_judge_app
 
 from ng_cli.packages.requirements import requirement_lines, requirements_file
@@ -360,8 +366,13 @@ def _run_with_judge(
             judged: list[float] = []
             problems = Counter[str]()
 
+            wait_s = 300 if tap else 120
+
             def post(run: dict[str, Any]) -> Any:
-                return httpx.post(f"{stack.agent_url}/run", json=run, timeout=300 if tap else 120)
+                try:
+                    return httpx.post(f"{stack.agent_url}/run", json=run, timeout=wait_s)
+                except httpx.TimeoutException:
+                    return None  # the agent is still at it: counted, and no more rows are sent
 
             # A prompt's rollouts at a time: the judge calls between two marks are that group's.
             groups = [runs[start : start + cohort] for start in range(0, len(runs), cohort)]
@@ -375,7 +386,13 @@ def _run_with_judge(
                     ok = [call.text for call in calls if call.answered]
                     result["judge_sample"] = result["judge_sample"] or (ok[0][:160] if ok else None)
                 for answer in answers:
-                    _count(answer, result, rewards, problems, tap, calls, judged)
+                    if answer is None:
+                        result["rows"] += 1
+                        problems[f"no answer from /run within {wait_s} s (the rows after it not sent)"] += 1
+                    else:
+                        _count(answer, result, rewards, problems, tap, calls, judged)
+                if None in answers:
+                    break
             if rewards:
                 result["reward_mean"] = sum(rewards) / len(rewards)
             if judged:
@@ -419,6 +436,23 @@ def _count(
     problems[f"{answer.status_code}: {(message or body.get('failure_reason') or answer.text)[:200]}"] += 1
 
 
+_ERROR_LINE = re.compile(r"^(error: |[A-Za-z_.]*(Error|Exception|Exit)\b)")
+
+
+def last_error(stderr: str) -> str | None:
+    """The last error a process printed (ng_cli's `error: ...` with its indented lines, or a
+    traceback's exception line), on one line: why NeMo Gym's agent did not start."""
+    lines = stderr.splitlines()
+    starts = [index for index, line in enumerate(lines) if _ERROR_LINE.match(line)]
+    if not starts:
+        return None
+    said = [lines[starts[-1]].strip()]
+    said += [
+        line.strip() for line in lines[starts[-1] + 1 :] if line.startswith((" ", "\t")) and line.strip()
+    ]
+    return " | ".join(said)[:400]
+
+
 class AgentDidNotStart(Exception):
     """NeMo Gym's agent's process ended before it answered /health (the server itself started)."""
 
@@ -460,6 +494,10 @@ def _serve_their_agent(
             servers[ref] = ServerAddress(server_type="responses_api_models", implementation="stub", url=url)
         here = Path.cwd()
         os.chdir(root)  # the child's sys.path[0]: their responses_api_agents before ours
+        log = Path(spec_dir) / f"{name}.stderr"
+        saved = os.dup(2)  # the agent's process inherits fd 2: its own error is kept for the row
+        with log.open("wb") as sink:
+            os.dup2(sink.fileno(), 2)
         try:
             serving = serve_in_child(
                 app_path, block, name=name, spec_dir=Path(spec_dir), session_secret=session_secret,
@@ -467,10 +505,14 @@ def _serve_their_agent(
             )  # fmt: skip
             child = serving.__enter__()
         except RuntimeError as error:
+            said = last_error(log.read_text(errors="replace"))
             raise AgentDidNotStart(
                 f"its agent {app_path.parent.name} (NeMo Gym's) does not start: {error}"
+                + (f": {said}" if said else "")
             ) from None
         finally:
+            os.dup2(saved, 2)
+            os.close(saved)
             os.chdir(here)
         try:
             yield _TheirAgent(child.url)
@@ -588,6 +630,9 @@ def _children(
             "policy_base_url: http://127.0.0.1:9/v1\npolicy_api_key: stub\npolicy_model_name: stub\n"
         )
         env["NG_ENV_YAML"] = str(env_yaml)
+        # An agent that installs its CLI with `npm install -g` (claude_code_agent's Claude Code)
+        # installs it into the run's own prefix, never the machine's.
+        env.setdefault("NPM_CONFIG_PREFIX", str(Path(tmp) / "npm_global"))
         left = list(names)
         while left:
             command = [python, __file__, "--root", str(root), "--rows", str(rows), "--one", *left]
@@ -677,12 +722,17 @@ def main() -> None:
         args.output = JUDGE_RESULTS if judge_mode else RESULTS
     root = args.root.resolve()
     if args.one:
-        for name in args.one:
-            try:
-                found = run_one(root, name, args.rows, args.judge_url)
-            except BaseException as error:
-                found = _failed(root, name, f"harness: {type(error).__name__}: {str(error)[:300]}")
-            print(f"RESULT {name} " + json.dumps(found), flush=True)
+        with tempfile.TemporaryDirectory(prefix="ng_browsers_") as browsers:
+            # Playwright's own Chromium is a download outside the registries: the OS's stands in
+            browser = os_chromium_for_playwright(Path(browsers))
+            for name in args.one:
+                try:
+                    found = run_one(root, name, args.rows, args.judge_url)
+                except BaseException as error:
+                    found = _failed(root, name, f"harness: {type(error).__name__}: {str(error)[:300]}")
+                if browser is not None:
+                    found["browser"] = f"the OS's {browser} as Playwright's Chromium"
+                print(f"RESULT {name} " + json.dumps(found), flush=True)
         return
     folders = sorted(
         p for p in (root / "resources_servers").iterdir() if p.is_dir() and not p.name.startswith((".", "_"))
