@@ -130,3 +130,57 @@ def test_a_partial_rerun_never_writes_over_a_results_file_it_was_not_given_as_se
     merged = orjson.loads(out.read_bytes())
     assert merged["another_server"] == earlier["another_server"]
     assert merged["scicode"]["agent"] == "scicode_agent"
+
+
+def test_the_harness_keeps_the_last_error_an_agent_printed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A NeMo Gym agent that exits before /health: its row names why (ng_cli's config error with
+    its indented problems, or a traceback's exception line), not only the exit code."""
+    monkeypatch.syspath_prepend(str(REPO / "bench"))
+    from nemo_gym_servers import last_error
+
+    config = (
+        "loading...\nerror: 2 problems in instance 'a' (responses_api_agents/harness_exa_search):\n"
+        "  a.agent: missing required key 'agent'\n  a.image: missing required key 'image'\nhint: add it\n"
+    )
+    assert last_error(config) == (
+        "error: 2 problems in instance 'a' (responses_api_agents/harness_exa_search): | "
+        "a.agent: missing required key 'agent' | a.image: missing required key 'image'"
+    )
+    traceback = "Traceback (most recent call last):\n  File \"app.py\", line 1\nValueError: first\nImportError: cannot import name 'X'\n"
+    assert last_error(traceback) == "ImportError: cannot import name 'X'"
+    assert last_error("all is well\n") is None
+
+
+def test_playwright_finds_the_os_chromium_at_its_own_build_paths(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each Chromium build the installed driver names (its browsers.json) is a link to the OS's
+    browser under PLAYWRIGHT_BROWSERS_PATH; a browser of another kind is left alone."""
+    monkeypatch.syspath_prepend(str(REPO / "bench"))
+    from _nemo_gym_browser import os_chromium_for_playwright
+
+    fake = tmp_path / "playwright"
+    (fake / "driver" / "package").mkdir(parents=True)
+    (fake / "__init__.py").write_text("")
+    browsers = [{"name": "chromium", "revision": "1234"}, {"name": "chromium-headless-shell", "revision": "1234"},
+                {"name": "firefox", "revision": "1538"}]  # fmt: skip
+    (fake / "driver" / "package" / "browsers.json").write_text(orjson.dumps({"browsers": browsers}).decode())
+    monkeypatch.setitem(sys.modules, "playwright", None)
+    del sys.modules["playwright"]
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setenv("PLAYWRIGHT_BROWSERS_PATH", "/already/set")
+    assert os_chromium_for_playwright(tmp_path / "b") is None  # the user's own choice is kept
+    monkeypatch.setenv("PLAYWRIGHT_BROWSERS_PATH", "")
+    if not any(Path(p).is_file() for p in ("/usr/lib/chromium/chromium", "/usr/bin/chromium")):
+        pytest.skip("no OS Chromium on this machine")
+    version = os_chromium_for_playwright(tmp_path / "b")
+    assert version is not None
+    assert "Chromium" in version
+    assert os.environ["PLAYWRIGHT_BROWSERS_PATH"] == str(tmp_path / "b")
+    builds = tmp_path / "b"
+    shell = (
+        builds / "chromium_headless_shell-1234" / "chrome-headless-shell-linux64" / "chrome-headless-shell"
+    )
+    assert shell.is_symlink()
+    assert (builds / "chromium-1234" / "chrome-linux64" / "chrome").is_symlink()
+    assert not list((tmp_path / "b").glob("firefox*"))
