@@ -44,7 +44,7 @@
 #   bash bench/gpu_session.sh tp2                (the 8B shape at TP 2, direct, the same workload as eff28)
 #   bash bench/gpu_session.sh issue28            (ckptmoe, eff28, moe28, tp2 in that order: one background step)
 #
-# Issue 41, what is left after 2026-11-28 (two GPUs; the session's whole sequence, about 20 min):
+# Issue 41's last steps, as they ran on 2026-11-28 (two H200s; the whole sequence 844 s of device time):
 #   call 1 carries .gputree and .whl (copied to /tmp/ng-tree), calls 2-6 stage .wh01-.wh05 from
 #   /tmp/ng-tree/bench/gpu_session.sh with absolute part paths, call 7 installs .wh06 and starts
 #   `TRL_SCRIPT=/tmp/ng-tree/trl_script/grpo_nemo_gym.py bash bench/gpu_session.sh bg issue41d`;
