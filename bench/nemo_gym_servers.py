@@ -64,6 +64,7 @@ from typing import Any
 
 from _judge_engine import JudgeCall, JudgeTap
 from _nemo_gym_browser import os_chromium_for_playwright
+from _nemo_gym_outside import outside_reach
 from _nemo_gym_replay import ReplayPolicy, stub_judge_app
 
 from ng_cli.packages.requirements import requirement_lines, requirements_file
@@ -594,6 +595,22 @@ def _judged(root: Path, names: list[str], args: argparse.Namespace) -> Iterator[
                 yield name, _failed(root, name, f"judge engine did not start: {str(error)[-300:]}")
 
 
+OUTSIDE_REACH = "; outside reach: "
+
+
+def _with_outside_reach(root: Path, name: str, found: dict[str, Any]) -> str | None:
+    """The row's reason: what the run saw, then (for a server that did not score) what it needs
+    beyond this machine (bench/_nemo_gym_outside.py); derived again on every run, seeded rows too."""
+    seen = (found.get("reason") or "").split(OUTSIDE_REACH)[0]
+    folder = root / "resources_servers" / name
+    note = None
+    if found["scored"] == 0 and found["category"] != "library" and folder.is_dir():
+        note = outside_reach(name, folder)
+    if note is None:
+        return seen or None
+    return f"{seen[:300]}{OUTSIDE_REACH}{note}" if seen else f"outside reach: {note}"
+
+
 def _annotated(result: dict[str, Any]) -> dict[str, Any]:
     """A start that failed on a module the server imports without listing it says so."""
     reason = result.get("reason") or ""
@@ -781,6 +798,9 @@ def main() -> None:
             f"{found['reason'] or ''}"[:260],
             flush=True,
         )
+    if not judge_mode:
+        for name, found in results.items():
+            found["reason"] = _with_outside_reach(root, name, found)
     ordered = _write(args.output, results)
     table = Counter[tuple[str, str]]()
     for found in ordered.values():
