@@ -50,18 +50,19 @@ from tests.fixtures.vllm_engine import PLUGINS
 
 CPU_CONFIG = "responses_api_models/local_vllm_model/configs/tiny_weather_cpu.yaml"
 MODEL = ROOT / "models" / "tiny-weather"
-LONG: dict[str, Any] = {
-    "max_output_tokens": 800,
+HELD: dict[str, Any] = {
+    "max_output_tokens": 40,
     "ignore_eos": True,
     "temperature": 0,
     "vllm_xargs": {"step_sleep_s": 0.025},
 }
-"""A call of >= 20 s that needs little CPU: the test engine's step_sleep plugin sleeps 25 ms in each
-of its 800 steps (tests/engine/test_streaming_engine.py says why; fewer, longer steps than its
-1,900 x 10 ms, since here each step's own CPU on a loaded machine only stretches the test)."""
+"""A call held open on a file: the test engine's step_sleep plugin holds each of its steps while
+the call's `step_hold_file` exists (tests/fixtures/vllm_plugins/step_sleep.py), so it lasts as long
+as the test needs whatever the load; once the file is gone its 40 steps of 25 ms end it in seconds
+(800 steps took 70 s of CI time on a loaded machine, for nothing the hold does not already give)."""
 DRAIN_CAP_S = 1800.0
-"""The cap on a mode-wait pause that drains two LONG calls: their sleep plus each step's own CPU,
-which on two cores loaded tenfold (other suites beside this one) took over 300 s for 1,900 steps."""
+"""The cap on a mode-wait pause that drains the held calls once they are let go: a cap for a hung
+engine on two cores loaded tenfold (other suites beside this one), not a measurement."""
 
 pytestmark = pytest.mark.engine
 
@@ -71,7 +72,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EngineStack]:
     overrides = [
         f"++{ENGINE_KEY}.weight_updates=true",
         f"++{ENGINE_KEY}.health_probe_interval_s=1",
-        f"++{ENGINE_KEY}.weight_update_deadlines.pause_s={DRAIN_CAP_S}",  # mode wait drains LONG calls
+        f"++{ENGINE_KEY}.weight_update_deadlines.pause_s={DRAIN_CAP_S}",  # mode wait drains the held calls
         f"++{ENGINE_KEY}.read_timeout_s={DRAIN_CAP_S}",
         f"++{ENGINE_KEY}.total_timeout_s={DRAIN_CAP_S}",
         f"++{ENGINE_KEY}.vllm_serve_kwargs.logits_processors=[step_sleep:StepSleep]",
@@ -168,13 +169,10 @@ def test_begin_on_engines_without_a_transfer_backend_is_refused_before_any_pause
     assert stamp["start"] == version
 
 
-def long_calls(
-    stack: EngineStack, count: int, hold: Path | None = None
-) -> tuple[list[threading.Thread], list[int]]:
-    """`count` long generations, and the HTTP status of each once it ends (read after joining the
-    threads: an assertion inside one would not fail the test); with `hold`, each step also waits
-    while that file exists."""
-    asked = {**LONG, "vllm_xargs": {**LONG["vllm_xargs"], "step_hold_file": str(hold)}} if hold else LONG
+def held_calls(stack: EngineStack, count: int, hold: Path) -> tuple[list[threading.Thread], list[int]]:
+    """`count` generations held open while `hold` exists, and the HTTP status of each once it ends
+    (read after joining the threads: an assertion inside one would not fail the test)."""
+    asked = {**HELD, "vllm_xargs": {**HELD["vllm_xargs"], "step_hold_file": str(hold)}}
     statuses: list[int] = []
 
     def call() -> None:
@@ -195,7 +193,7 @@ def long_calls(
 def test_an_update_whose_client_gives_up_runs_to_its_end(
     how: str, stack: EngineStack, client: WeightsClient, ckpts: dict[str, Path], tmp_path: Path
 ) -> None:
-    """Point 1: two long calls in flight, mode wait (the pause drains them), and the command gives up
+    """Point 1: two held calls in flight, mode wait (the pause drains them), and the command gives up
     during the pause: before, the stack stayed closed and paused with /health ok. The calls are held
     open on a file until the command has given up, so the pause lasts until then whatever the load
     (at load 30 the command's own start outlasted 20 s calls, and the update ended first).
@@ -207,9 +205,9 @@ def test_an_update_whose_client_gives_up_runs_to_its_end(
     version = client.status()["version"] + 1
     hold = tmp_path / "hold"
     hold.touch()
-    calls, statuses = long_calls(stack, 2, hold)
+    calls, statuses = held_calls(stack, 2, hold)
     try:
-        wait_for(lambda: client.status()["in_flight"] == 2, HANG_CAP_S, "two long calls in flight")
+        wait_for(lambda: client.status()["in_flight"] == 2, HANG_CAP_S, "two held calls in flight")
         args = [f"+path={ckpts['B']}", f"+version={version}", "+mode=wait"]
         if how == "timeout":
             done = update_weights(stack, *args, "+timeout_s=1")
