@@ -28,12 +28,16 @@ from ng_cli.nemo_gym_compat.api.config_types import ModelServerRef, ResourcesSer
 from ng_cli.nemo_gym_compat.api.global_config import set_global_config_dict
 from ng_cli.nemo_gym_compat.api.sandbox import (
     AsyncSandbox,
+    AsyncSandboxCompose,
     ConnectableProvider,
     SandboxEndpoint,
     SandboxSpec,
     SupportsSandboxEndpoint,
+    UnavailableProviderError,
     create_provider,
+    rewrite_image,
 )
+from ng_cli.nemo_gym_compat.api.sandbox.access import DirectSandboxConnection, SandboxAccess
 from ng_cli.nemo_gym_compat.api.sandbox.agent_tools import restricted_network_policy, seed_mcp_servers
 from ng_cli.nemo_gym_compat.api.sandbox.utils import cpu_cap_env
 from ng_cli.nemo_gym_compat.api.server_utils import apply_rollout_prefix
@@ -57,6 +61,10 @@ def test_their_imports_resolve_to_the_same_objects(tmp_path: Path) -> None:
         from nemo_gym.rollout_observability import AgentEpisode
         from nemo_gym.server_utils import apply_rollout_prefix
         from nemo_gym.skills import stage_skills
+        from nemo_gym.sandbox.access import SandboxAccess
+        from nemo_gym.sandbox.adapters.docker_compose import AsyncSandboxCompose
+        from nemo_gym.global_config import OBSERVABILITY_ENABLED_KEY_NAME
+        assert AsyncSandboxCompose is sandbox.AsyncSandboxCompose
         assert SandboxEndpoint is sandbox.SandboxEndpoint and SandboxSpec is sandbox.SandboxSpec
         assert ConnectableProvider is sandbox.ConnectableProvider
         assert create_provider is sandbox.create_provider
@@ -107,6 +115,35 @@ def test_restricted_network_fails_closed_but_for_opensandbox() -> None:
     for loopback in ("http://127.0.0.1:8000", "http://localhost:8000", "http://0.0.0.0:1"):
         with pytest.raises(ValueError, match="sandbox-reachable host"):
             restricted_network_policy("opensandbox", [loopback])
+
+
+def test_compose_projects_are_refused_naming_what_they_need(tmp_path: Path) -> None:
+    """terminal_bench_4 runs each task as a Compose project (a container per service)."""
+    with pytest.raises(UnavailableProviderError, match="'docker' is not available here"):
+        AsyncSandboxCompose({"docker": {}}, tmp_path / "task.yaml")
+    with pytest.raises(UnavailableProviderError, match="needs a container runtime and the services' images"):
+        AsyncSandboxCompose({"local": {}}, tmp_path / "task.yaml", service_specs={})
+
+
+def test_sandbox_access_is_their_closed_shape() -> None:
+    access = SandboxAccess(
+        connection=DirectSandboxConnection(provider_config_ref="sandbox", descriptor={"id": "s-1"}),
+        workdir="/app",
+    )
+    assert access.model_dump()["connection"] == {
+        "kind": "direct",
+        "provider_config_ref": "sandbox",
+        "descriptor": {"id": "s-1"},
+    }
+    with pytest.raises(ValidationError, match="extra"):
+        SandboxAccess.model_validate({**access.model_dump(), "lease": "x"})
+
+
+def test_image_rewrites_take_the_first_matching_prefix() -> None:
+    rewrites = [{"from": "docker.io/", "to": "mirror.local/"}, {"from": "docker.io/library/", "to": "x/"}]
+    assert rewrite_image("docker.io/library/python:3.12", rewrites) == "mirror.local/library/python:3.12"
+    assert rewrite_image("ghcr.io/a:b", rewrites) == "ghcr.io/a:b"
+    assert rewrite_image(None, rewrites) is None
 
 
 def test_cpu_caps_are_whole_cores_and_empty_when_unset() -> None:

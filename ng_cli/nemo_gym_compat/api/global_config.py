@@ -18,6 +18,7 @@ __all__ = [
     "ATTEMPT_INDEX_KEY_NAME",
     "CACHE_DIR_KEY_NAME",
     "HEAD_SERVER_KEY_NAME",
+    "OBSERVABILITY_ENABLED_KEY_NAME",
     "ROLLOUT_INDEX_KEY_NAME",
     "SKILLS_REF_KEY_NAME",
     "TASK_INDEX_KEY_NAME",
@@ -37,6 +38,8 @@ TASK_INDEX_KEY_NAME = "_ng_task_index"
 ROLLOUT_INDEX_KEY_NAME = "_ng_rollout_index"
 ATTEMPT_INDEX_KEY_NAME = "_ng_attempt_index"
 AGENT_REF_KEY_NAME = "agent_ref"
+OBSERVABILITY_ENABLED_KEY_NAME = "observability_enabled"
+"""NeMo Gym's switch for its model-call observability, never set here (ng_cli records calls itself)."""
 SKILLS_REF_KEY_NAME = "skills_ref"
 """A row's skills reference (NeMo Gym's collector stamps it; ours refuses `skills`, so no row here
 carries one and an agent reading it finds none)."""

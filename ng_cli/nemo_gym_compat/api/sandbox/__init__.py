@@ -30,10 +30,12 @@ from typing import Any, Protocol, runtime_checkable
 from urllib.parse import urlsplit
 
 from ng_cli.nemo_gym_compat.api.sandbox.config import resolve_provider_config, resolve_provider_metadata
+from ng_cli.nemo_gym_compat.api.sandbox.utils import rewrite_image
 from ng_cli.sandbox import PythonSandbox, SandboxConfig
 
 __all__ = [
     "AsyncSandbox",
+    "AsyncSandboxCompose",
     "ConnectableProvider",
     "ExecResult",
     "SandboxCreateError",
@@ -47,6 +49,7 @@ __all__ = [
     "list_providers",
     "resolve_provider_config",
     "resolve_provider_metadata",
+    "rewrite_image",
     "unavailable_provider",
 ]
 
@@ -312,3 +315,18 @@ _sys.argv = {argv}
 _code = compile({source}, {filename}, "exec")
 exec(_code, {{"__name__": "__main__", "__file__": {filename}, "__builtins__": __builtins__}})
 """
+
+
+class AsyncSandboxCompose:
+    """NeMo Gym's Docker Compose adapter: a Compose project's services, each a sandbox of its
+    image. No provider here runs images, so it is refused when built (the provider by name)."""
+
+    def __init__(
+        self, provider: Mapping[str, Any] | _LocalProvider, compose_file: Any, **_options: Any
+    ) -> None:
+        if isinstance(provider, Mapping):
+            create_provider(provider)  # an unavailable provider is refused by name
+        raise UnavailableProviderError(
+            f"NeMo Gym's Docker Compose sandbox ({compose_file}) runs each service in its image: it needs "
+            "a container runtime and the services' images; ng_cli's local sandbox runs Python programs only"
+        )

@@ -28,8 +28,9 @@ def _block(reference: Any, global_config: Mapping[str, Any] | None) -> dict[str,
         found = _plain((global_config or {}).get(reference))
         if not isinstance(found, Mapping):
             raise ValueError(
-                f"sandbox_provider names the block {reference!r}, which this server cannot see here; "
-                "write the provider inline instead, e.g. sandbox_provider: {local: {}}"
+                f"sandbox_provider names the top-level block {reference!r} (in NeMo Gym, a provider's "
+                "config file binds it: docker, apptainer, opensandbox ...), which this server cannot see "
+                "here; write the provider inline instead, e.g. sandbox_provider: {local: {}}"
             )
         reference = found
     if not isinstance(reference, Mapping):
