@@ -20,6 +20,13 @@ from typing import Any
 __all__ = ["READ_IN_CODE", "container_images", "outside_reach"]
 
 READ_IN_CODE = {
+    "bird_sql": "BIRD's dev databases: setup_bird_sql.py downloads dev.zip from "
+    "bird-bench.oss-cn-beijing.aliyuncs.com at start",
+    "evalplus": "EvalPlus's HumanEval+ / MBPP+ problems and expected outputs, which the evalplus package "
+    "downloads from its GitHub releases at start",
+    "google_search": "Google's Custom Search API: google_api_key and google_cx (its config class requires "
+    "both, its configs set neither) and the web",
+    "spider2_lite": "Spider 2.0-lite's databases: setup_spider2.py downloads them from Google Drive at start",
     "bigcodebench": "its first start builds a Python 3.10 environment with uv and pip-installs bigcodebench's "
     "requirements-eval.txt from raw.githubusercontent.com (setup_bcb_venv.py, REQUIREMENTS_EVAL_URL: "
     "70+ pinned packages, tensorflow 2.11 among them)",
@@ -37,12 +44,18 @@ READ_IN_CODE = {
     "run a CLI harness (Claude Code, Codex, ...) inside a container image through a container sandbox "
     "provider, set up by pip-installing NeMo Gym from a GitHub archive, and search with Exa's API "
     "(exa_api_key) over the web",
+    "deepswe": "its task assets (data/cache/tasks: tests and oracle patches) are made by prepare.py from the "
+    "DeepSWE repository (github.com/datacurve-ai/deep-swe), and each row's agent and verifier run in the "
+    "row's own image through a container sandbox provider",
     "example_mcp_weather": "its claude_code_agent runs the Claude Code CLI (npm's @anthropic-ai/claude-code, "
     "which installs) against Anthropic's API: an Anthropic API key (${anthropic_api_key}) and "
     "api.anthropic.com (anthropic_base_url: null, no model_server); the CLI retries the unreachable API "
     "10 times, past the harness's 120 s",
     "indian_banking": "data/db.json and data/kb.json: the Hugging Face dataset NPCI/nemo-gym-indian-banking "
     "(LLM-generated; no generator in its tree)",
+    "job_bench": "each row's task files, from the Hugging Face dataset JobBench/job-bench (snapshot_download at "
+    "seed time), a container image (python:3.13-bookworm) through a container sandbox provider, and a judge "
+    "API key (JOB_BENCH_JUDGE_API_KEY or XAI_API_KEY)",
     "litmus_agent": "its configs' sandbox providers: OpenSandbox (a remote service: an account, its API key, "
     "the network) or Apptainer (the apptainer binary and a docker:// image), refused by name before it "
     "starts (its example rows call no tool)",
@@ -50,6 +63,9 @@ READ_IN_CODE = {
     "rolemrc": "NLTK's wordnet, omw-1.4, punkt and punkt_tab data at start (nltk.download, NLTK's own "
     "data server; Debian's wordnet-base has WordNet 3.0 but not NLTK's `lexnames`) and BERTScore's "
     "roberta-large weights from Hugging Face for its metrics",
+    "swebench": "each row runs in the SWE-bench image the swebench package names for its instance "
+    "(instance_image_key, pulled by a container sandbox provider: `sandbox_provider: sandbox` is bound by a "
+    "provider config such as Docker's)",
     "tavily_search": "Tavily's search API and its key (tavily_api_key), a file of excluded domains the user "
     "supplies (exclude_domains_file_path) and a search judge endpoint (search_judge_model_*)",
     "vibench": "a ViBench checkout (VIBENCH_REPO_ROOT: its PRDs and grader scripts, from its Git "
@@ -60,6 +76,9 @@ READ_IN_CODE = {
     "a CLI harness (Claude Code, Codex, ...) inside a container image through a container sandbox "
     "provider, set up by pip-installing NeMo Gym from a GitHub archive, and search with Exa's API "
     "(exa_api_key) over the web",
+    "workspace_bench": "each row's workspace, from the Hugging Face dataset Workspace-Bench/Workspace-Bench-Lite "
+    "(snapshot_download at seed time), and a container image (node:24-bookworm-slim) through a container "
+    "sandbox provider",
     "wordle": "data/guesses.txt: generate_data.py makes it from ENABLE's enable1.txt, downloaded from "
     "GitHub (no registry package ships that list)",
 }

@@ -405,6 +405,10 @@ def _run_with_judge(
     return result
 
 
+REFUSED_SANDBOX = re.compile(r"NeMo Gym's sandbox provider '[^']+' is not available here: it needs [^;\"]+")
+"""Our `nemo_gym.sandbox` stand-in's refusal (`unavailable_provider`), as a server may pass it on."""
+
+
 def _count(
     answer: Any,
     result: dict[str, Any],
@@ -418,6 +422,10 @@ def _count(
     judged (that reward came after judge calls the engine answered), or why not."""
     result["rows"] += 1
     body = answer.json() if answer.headers.get("content-type", "").startswith("application/json") else {}
+    refused = REFUSED_SANDBOX.search(answer.text) if answer.status_code == 200 else None
+    if refused is not None:  # the server scored our sandbox's refusal (cvdp: 0.0), not the answer
+        problems[f"reward {body.get('reward')} given after the sandbox was refused: {refused.group(0)}"] += 1
+        return
     if (
         answer.status_code == 200
         and isinstance(body.get("reward"), int | float)
@@ -547,7 +555,7 @@ def _run_all(root: Path, names: list[str], args: argparse.Namespace) -> Iterator
         try:
             python, notes[name] = scratch.prepare(name, agent=agent if theirs else None)
         except NgError as error:
-            reason = f"requirements.txt not installed: {' | '.join(str(error).splitlines()[:2])[:400]}"
+            reason = _not_installed(error)
             yield name, {**_failed(root, name, reason), "requirements": "failed"}
             continue
         if python == scratch.base:
@@ -557,6 +565,13 @@ def _run_all(root: Path, names: list[str], args: argparse.Namespace) -> Iterator
             yield server, _annotated({**result, **notes[server]})
     for server, result in _children(root, shared, args.rows, args.timeout_s, str(scratch.base)):
         yield server, _annotated({**result, **notes[server]})
+
+
+def _not_installed(error: Exception) -> str:
+    """pip's failure, as the row says it: the step's first line and pip's first error line."""
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    said = next((line for line in lines[1:] if re.search(r"\b(fatal|ERROR|error):", line)), None)
+    return f"requirements.txt not installed: {' | '.join(lines[:1] + ([said] if said else lines[1:2]))[:400]}"
 
 
 def _judged(root: Path, names: list[str], args: argparse.Namespace) -> Iterator[tuple[str, dict[str, Any]]]:
@@ -580,7 +595,7 @@ def _judged(root: Path, names: list[str], args: argparse.Namespace) -> Iterator[
             try:
                 found, notes = scratch.prepare(name, agent=agent if theirs else None)
             except NgError as error:
-                reason = f"requirements.txt not installed: {' | '.join(str(error).splitlines()[:2])[:400]}"
+                reason = _not_installed(error)
                 yield name, {**_failed(root, name, reason), "requirements": "failed"}
                 continue
             python = str(found)
