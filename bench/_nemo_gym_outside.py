@@ -47,10 +47,6 @@ READ_IN_CODE = {
     "deepswe": "its task assets (data/cache/tasks: tests and oracle patches) are made by prepare.py from the "
     "DeepSWE repository (github.com/datacurve-ai/deep-swe), and each row's agent and verifier run in the "
     "row's own image through a container sandbox provider",
-    "example_mcp_weather": "its claude_code_agent runs the Claude Code CLI (npm's @anthropic-ai/claude-code, "
-    "which installs) against Anthropic's API: an Anthropic API key (${anthropic_api_key}) and "
-    "api.anthropic.com (anthropic_base_url: null, no model_server); the CLI retries the unreachable API "
-    "10 times, past the harness's 120 s",
     "indian_banking": "data/db.json and data/kb.json: the Hugging Face dataset NPCI/nemo-gym-indian-banking "
     "(LLM-generated; no generator in its tree)",
     "job_bench": "each row's task files, from the Hugging Face dataset JobBench/job-bench (snapshot_download at "
@@ -68,6 +64,9 @@ READ_IN_CODE = {
     "provider config such as Docker's)",
     "tavily_search": "Tavily's search API and its key (tavily_api_key), a file of excluded domains the user "
     "supplies (exclude_domains_file_path) and a search judge endpoint (search_judge_model_*)",
+    "terminal_bench_4": "OpenSandbox, its configs' provider (a remote service: $OPENSANDBOX_DOMAIN, an account "
+    "and its key), each task's package from Harbor's task registry (a Supabase host, at reset) and each task's "
+    "Docker Compose services' images (benchmarks/terminal_bench_4/compose-images.json)",
     "vibench": "a ViBench checkout (VIBENCH_REPO_ROOT: its PRDs and grader scripts, from its Git "
     "repository), Docker (the grader stands each app up with Postgres and Playwright in containers; "
     "the agent builds in the app-bench-base image) and the grader's own model endpoints (vibench_env_file)",

@@ -23,8 +23,16 @@ from pathlib import Path
 from typing import Any
 
 from fastapi import Request
+from fastapi.responses import Response
 
-__all__ = ["STUB_JUDGE_TEXT", "ReplayPolicy", "first_user_text", "model_turns", "stub_judge_app"]
+__all__ = [
+    "STUB_JUDGE_TEXT",
+    "ReplayPolicy",
+    "anthropic_replay_app",
+    "first_user_text",
+    "model_turns",
+    "stub_judge_app",
+]
 
 STUB_JUDGE_TEXT = (
     "Judgement: yes. [[A=B]] The answer is correct. GRADE: A. Verdict: CORRECT. "
@@ -170,5 +178,90 @@ def stub_judge_app() -> Any:
                 ],
             }
         )
+
+    return app
+
+
+def _anthropic_blocks(turn: list[dict[str, Any]], tools: list[str]) -> list[dict[str, Any]]:
+    """A recorded turn as Anthropic content blocks; a tool named as the request's tools name it
+    (Claude Code's MCP tools are `mcp__<server>__<tool>`, NeMo Gym records `<tool>`)."""
+    blocks: list[dict[str, Any]] = []
+    for item in turn:
+        if item.get("type") == "function_call":
+            name = str(item.get("name"))
+            named = next((tool for tool in tools if tool == name or tool.endswith(f"__{name}")), name)
+            arguments = json.loads(item.get("arguments") or "{}")
+            blocks.append(
+                {
+                    "type": "tool_use",
+                    "id": item.get("call_id") or "toolu_0",
+                    "name": named,
+                    "input": arguments,
+                }
+            )
+        elif item.get("type", "message") == "message":
+            content = item.get("content")
+            parts = [content] if isinstance(content, str) else [p.get("text", "") for p in content or []]
+            blocks.append({"type": "text", "text": "".join(parts)})
+    return blocks or [{"type": "text", "text": ""}]
+
+
+def _sse(model: str, blocks: list[dict[str, Any]]) -> str:
+    """Anthropic's streamed Message: its start, each block (started, one delta, stopped), its end."""
+    stop = "tool_use" if any(block["type"] == "tool_use" for block in blocks) else "end_turn"
+    usage = {"input_tokens": 1, "output_tokens": 1}
+    events: list[tuple[str, dict[str, Any]]] = [("message_start", {"message": {
+        "id": "msg_replay", "type": "message", "role": "assistant", "model": model, "content": [],
+        "stop_reason": None, "stop_sequence": None, "usage": usage}})]  # fmt: skip
+    for index, block in enumerate(blocks):
+        if block["type"] == "tool_use":
+            start = {**block, "input": {}}
+            delta = {"type": "input_json_delta", "partial_json": json.dumps(block["input"])}
+        else:
+            start, delta = {"type": "text", "text": ""}, {"type": "text_delta", "text": block["text"]}
+        events += [
+            ("content_block_start", {"index": index, "content_block": start}),
+            ("content_block_delta", {"index": index, "delta": delta}),
+            ("content_block_stop", {"index": index}),
+        ]
+    events += [
+        (
+            "message_delta",
+            {"delta": {"stop_reason": stop, "stop_sequence": None}, "usage": {"output_tokens": 1}},
+        ),
+        ("message_stop", {}),
+    ]
+    return "".join(f"event: {kind}\ndata: {json.dumps({'type': kind, **data})}\n\n" for kind, data in events)
+
+
+def anthropic_replay_app(turns: dict[str, list[list[dict[str, Any]]]]) -> Any:
+    """Anthropic's Messages API on loopback (what Claude Code speaks: claude_code_agent's CLI,
+    pointed here by ANTHROPIC_BASE_URL) answering with the turns NeMo Gym recorded: the prompt is
+    found in the first user message, the turn is the number of assistant messages before it."""
+    from ng_cli.servers.app import JSONResponse, build_app, read_json_object
+
+    app = build_app("anthropic_replay")
+
+    @app.head("/api/hello")
+    async def hello() -> Response:
+        return Response(status_code=200)
+
+    @app.post("/v1/messages")
+    async def messages(request: Request) -> Response:
+        body = await read_json_object(request)
+        said = body.get("messages") or []
+        first = next((m for m in said if isinstance(m, dict) and m.get("role") == "user"), {})
+        text = first_user_text([first])
+        recorded = next((found for key, found in turns.items() if key and key in text), [])
+        turn = sum(1 for m in said if isinstance(m, dict) and m.get("role") == "assistant")
+        tools = [str(tool.get("name")) for tool in body.get("tools") or [] if isinstance(tool, dict)]
+        blocks = _anthropic_blocks(recorded[turn] if turn < len(recorded) else [], tools)
+        model = str(body.get("model") or "replay")
+        if body.get("stream"):
+            return Response(_sse(model, blocks), media_type="text/event-stream")
+        stop = "tool_use" if any(block["type"] == "tool_use" for block in blocks) else "end_turn"
+        return JSONResponse({"id": "msg_replay", "type": "message", "role": "assistant", "model": model,
+                             "content": blocks, "stop_reason": stop, "stop_sequence": None,
+                             "usage": {"input_tokens": 1, "output_tokens": 1}})  # fmt: skip
 
     return app

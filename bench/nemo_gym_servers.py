@@ -65,7 +65,7 @@ from typing import Any
 from _judge_engine import JudgeCall, JudgeTap
 from _nemo_gym_browser import os_chromium_for_playwright
 from _nemo_gym_outside import outside_reach
-from _nemo_gym_replay import ReplayPolicy, stub_judge_app
+from _nemo_gym_replay import ReplayPolicy, anthropic_replay_app, stub_judge_app
 
 from ng_cli.packages.requirements import requirement_lines, requirements_file
 from ng_cli.rollouts.results import ROLLOUT_KEY, TASK_KEY
@@ -492,7 +492,11 @@ def _serve_their_agent(
 
     model = ScriptedModel(policy)
     resources_name, resources_url = resources
-    with serve_in_thread(model.build_app()) as model_url, tempfile.TemporaryDirectory() as spec_dir:
+    with (
+        serve_in_thread(model.build_app()) as model_url,
+        serve_in_thread(anthropic_replay_app(policy.turns)) as anthropic_url,
+        tempfile.TemporaryDirectory() as spec_dir,
+    ):
         servers = {
             resources_name: ServerAddress(
                 server_type="resources_servers", implementation=resources_name, url=resources_url
@@ -505,6 +509,9 @@ def _serve_their_agent(
         os.chdir(root)  # the child's sys.path[0]: their responses_api_agents before ours
         log = Path(spec_dir) / f"{name}.stderr"
         saved = os.dup(2)  # the agent's process inherits fd 2: its own error is kept for the row
+        # An agent that runs Claude Code against Anthropic's API (claude_code_agent with no
+        # model_server) reaches the replay there: the CLI's own ANTHROPIC_BASE_URL, inherited.
+        os.environ["ANTHROPIC_BASE_URL"] = anthropic_url
         with log.open("wb") as sink:
             os.dup2(sink.fileno(), 2)
         try:
@@ -522,6 +529,7 @@ def _serve_their_agent(
         finally:
             os.dup2(saved, 2)
             os.close(saved)
+            os.environ.pop("ANTHROPIC_BASE_URL", None)
             os.chdir(here)
         try:
             yield _TheirAgent(child.url)
@@ -660,6 +668,7 @@ def _children(
         env_yaml = Path(tmp) / "env.yaml"
         env_yaml.write_text(
             "policy_base_url: http://127.0.0.1:9/v1\npolicy_api_key: stub\npolicy_model_name: stub\n"
+            "anthropic_api_key: stub\n"  # claude_code_agent's ${anthropic_api_key}: the replay takes any
         )
         env["NG_ENV_YAML"] = str(env_yaml)
         # An agent that installs its CLI with `npm install -g` (claude_code_agent's Claude Code)
@@ -708,6 +717,10 @@ def _write(output: Path, results: dict[str, Any]) -> dict[str, Any]:
     tmp.write_text(json.dumps(ordered, indent=1, sort_keys=True) + "\n")
     tmp.replace(output)
     return ordered
+
+
+def _drives_playwright(folder: Path) -> bool:
+    return any("playwright" in path.read_text(errors="replace") for path in folder.rglob("*.py"))
 
 
 def main() -> None:
@@ -762,7 +775,7 @@ def main() -> None:
                     found = run_one(root, name, args.rows, args.judge_url)
                 except BaseException as error:
                     found = _failed(root, name, f"harness: {type(error).__name__}: {str(error)[:300]}")
-                if browser is not None:
+                if browser is not None and _drives_playwright(root / "resources_servers" / name):
                     found["browser"] = f"the OS's {browser} as Playwright's Chromium"
                 print(f"RESULT {name} " + json.dumps(found), flush=True)
         return
