@@ -30,6 +30,9 @@ READ_IN_CODE = {
     "bigcodebench": "its first start builds a Python 3.10 environment with uv and pip-installs bigcodebench's "
     "requirements-eval.txt from raw.githubusercontent.com (setup_bcb_venv.py, REQUIREMENTS_EVAL_URL: "
     "70+ pinned packages, tensorflow 2.11 among them)",
+    "browsecomp_advanced_harness": "Tavily's search API and its key (tavily_api_key), a file of excluded "
+    "domains the user supplies (exclude_domains_file_path) and a search judge endpoint "
+    "(search_judge_model_*)",
     "code_fim": "`human_eval_infilling` and its HumanEval-infilling problems: PyPI's `human-eval-infilling` "
     "(2.15.0) is an empty placeholder with no module; the package is only in its Git repository",
     "competitive_coding_challenges": "NeMo Skills' code sandbox service on 127.0.0.1:6000 "
@@ -78,6 +81,9 @@ READ_IN_CODE = {
     "workspace_bench": "each row's workspace, from the Hugging Face dataset Workspace-Bench/Workspace-Bench-Lite "
     "(snapshot_download at seed time), and a container image (node:24-bookworm-slim) through a container "
     "sandbox provider",
+    "wmt_translation": "xCOMET-XXL (Unbabel/XCOMET-XXL, comet_model in its config, compute_comet: true), a "
+    "10.7B-parameter model downloaded from Hugging Face, run on torch 2.12 (pip's resolution of its "
+    "requirements with unbabel-comet was stopped after 6 minutes of backtracking)",
     "wordle": "data/guesses.txt: generate_data.py makes it from ENABLE's enable1.txt, downloaded from "
     "GitHub (no registry package ships that list)",
 }
