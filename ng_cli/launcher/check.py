@@ -21,6 +21,7 @@ from rich.text import Text
 from ng_cli.config.compose import ComposedConfig
 from ng_cli.config.paths import implementation_dir
 from ng_cli.errors import ConfigError, IncompleteConfigError
+from ng_cli.launcher import check_cache
 from ng_cli.launcher.plan import instance_sources, plan_stack
 from ng_cli.servers.check import BlockCheck, CheckReport
 
@@ -68,6 +69,25 @@ def check_instances(
     if not checks:
         return planned
     payload = orjson.dumps([check.model_dump() for check in checks])
+    app_paths = [check.app_path for check in checks]
+    key = check_cache.cache_key(payload, app_paths, python) if check_cache.enabled(python) else None
+    report = check_cache.remembered(key) if key else None
+    if report is None:
+        report = _run_check(payload, python)
+        if key:
+            check_cache.remember(key, report)
+    unimportable = [] if unimportable_ok else report.unimportable
+    if report.problems or unimportable:
+        _refuse(report.problems + unimportable + report.incomplete, ConfigError)
+    if report.incomplete and not incomplete_ok:
+        _refuse(report.incomplete, IncompleteConfigError)
+    not_checked = [_not_checked(message, hint) for message, hint in report.unimportable]
+    incomplete = [_incomplete(message, hint) for message, hint in report.incomplete]
+    return report.warnings + planned + not_checked + incomplete
+
+
+def _run_check(payload: bytes, python: str) -> CheckReport:
+    """`python -m ng_cli.servers.check` over the blocks: the app.py files imported in a child."""
     try:
         result = subprocess.run(
             [python, "-m", "ng_cli.servers.check"],
@@ -83,15 +103,7 @@ def check_instances(
     if result.returncode != 0:
         tail = result.stderr.decode(errors="replace").strip().splitlines()[-5:]
         raise ConfigError("checking the server configs failed:\n" + "\n".join(tail))
-    report = CheckReport.model_validate_json(result.stdout)
-    unimportable = [] if unimportable_ok else report.unimportable
-    if report.problems or unimportable:
-        _refuse(report.problems + unimportable + report.incomplete, ConfigError)
-    if report.incomplete and not incomplete_ok:
-        _refuse(report.incomplete, IncompleteConfigError)
-    not_checked = [_not_checked(message, hint) for message, hint in report.unimportable]
-    incomplete = [_incomplete(message, hint) for message, hint in report.incomplete]
-    return report.warnings + planned + not_checked + incomplete
+    return CheckReport.model_validate_json(result.stdout)
 
 
 def _not_checked(message: str, hint: str | None) -> str:
