@@ -36,6 +36,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import sys
 import time
 from collections import defaultdict
@@ -249,11 +250,14 @@ def main() -> None:
     parser.add_argument("--max-lag", type=int, default=1, help="drop rows made more versions ago than this")
     parser.add_argument("--scale-by-std", action="store_true", help="divide advantages by the group's std")
     parser.add_argument("--threads", type=int, default=2, help="torch's CPU threads")
+    parser.add_argument("--cpus", type=int, nargs="+", help="run on these CPUs alone, one torch thread each")
     args = parser.parse_args()
     if (args.noise is None and not args.serve) or (args.noise is not None and args.out is None):
         parser.error("give --noise N --out DIR, or --serve")
     torch.manual_seed(args.seed)
-    torch.set_num_threads(args.threads)
+    if args.cpus:
+        os.sched_setaffinity(0, args.cpus)
+    torch.set_num_threads(len(args.cpus) if args.cpus else args.threads)
     started = time.perf_counter()
     model, keys = load(args.base, args.weights)
     if args.serve:

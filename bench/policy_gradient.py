@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/policy_gradient.py [--seeds 0 1 2] [--modes on-policy async] [--steps 8]
                                               [--repeats 8] [--noise auto] [--runs-dir DIR]
+                                              [--trainer-cpus N]
 
 `ng_run` serves the embedded model on the CPU engine with `weight_updates: true` and token ids
 on (one stack for every run). Each run (a seed and a mode) starts weak: the embedded model plus
@@ -28,6 +29,10 @@ logprobs of every call; `WeightsClient.update` loads the result as the next vers
   ratio of its own logprobs to the rows' (clipped), and drops a row the collector flagged stale or
   made more than one version before its own.
 
+`--trainer-cpus N` gives the trainer the last N CPUs and everything else (ng_run, the engine, the
+collector) the others, in both modes: the trainer on processors of its own, as on a cluster where
+it has its own GPUs. Without it they share every core, and the async loop's overlap is contention.
+
 Prints each run's curve and a summary (first and last reward, the collection and the seconds at
 which the mean reward first reached `--target`, counted from the first collection's end); writes
 bench/results/policy_gradient.json. With `--runs-dir` each run's rows are kept there in one file
@@ -39,6 +44,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import tempfile
 import time
@@ -76,6 +82,8 @@ class Options:
     target: float
     max_tokens: int
     trainer_args: tuple[str, ...]
+    trainer_cpus: tuple[int, ...] = ()
+    """The trainer's own CPUs (`--trainer-cpus`); the stack and collector run on the others."""
 
 
 @dataclass
@@ -88,6 +96,8 @@ class Trainer:
     def start(cls, seed: int, options: Options) -> Trainer:
         command = [default_engine_python(), str(TRAINER), "--base", str(MODEL), "--weights", str(MODEL),
                    "--serve", "--seed", str(seed), "--lr", str(options.lr), *options.trainer_args]  # fmt: skip
+        if options.trainer_cpus:
+            command += ["--cpus", *map(str, options.trainer_cpus)]
         trainer = cls(subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True))
         trainer._answer()  # {"ready": true}
         return trainer
@@ -338,6 +348,22 @@ def show(runs: list[dict[str, Any]]) -> None:
     console.print(summary)
 
 
+def split_cpus(parser: argparse.ArgumentParser, trainer_count: int) -> tuple[int, ...]:
+    """The last `trainer_count` CPUs for the trainer; this process (and so ng_run, its engine and
+    the collector, which inherit its affinity) keeps the others. A trainer on processors of its own,
+    as on a cluster where it has its own GPUs: there the async loop's overlap is real, while two
+    cores shared by everything make it contention (docs/training.md)."""
+    if trainer_count <= 0:
+        return ()
+    cpus = sorted(os.sched_getaffinity(0))
+    if trainer_count >= len(cpus):
+        parser.error(
+            f"--trainer-cpus {trainer_count}: this process has {len(cpus)} CPUs; leave the stack one"
+        )
+    os.sched_setaffinity(0, cpus[:-trainer_count])
+    return tuple(cpus[-trainer_count:])
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
@@ -350,12 +376,16 @@ def main() -> None:
     parser.add_argument("--target", type=float, default=0.8, help="the mean reward a run should reach")
     parser.add_argument("--max-tokens", type=int, default=48, help="max_output_tokens per model call")
     parser.add_argument("--trainer-arg", action="append", default=[], help="passed on to pg_train_step.py")
+    parser.add_argument(
+        "--trainer-cpus", type=int, default=0,
+        help="give the trainer this many CPUs of its own (the last ones); the stack runs on the rest",
+    )  # fmt: skip
     parser.add_argument("--runs-dir", type=Path, help="keep each run's rows and ng_report page here")
     parser.add_argument("--output", type=Path, default=RESULTS)
     args = parser.parse_args()
     noise = None if args.noise == "auto" else float(args.noise)
     options = Options(args.steps, args.repeats, noise, args.start_max, args.lr, args.target, args.max_tokens,
-                      tuple(args.trainer_arg))  # fmt: skip
+                      tuple(args.trainer_arg), split_cpus(parser, args.trainer_cpus))  # fmt: skip
     runs = measure(args.seeds, args.modes, options, args.runs_dir)
     record = {
         "options": {
