@@ -31,10 +31,14 @@ carry `_ng_task_index`/`_ng_rollout_index` as NeMo Gym's collector's do, and a c
 (`num_rollouts_per_prompt` > 1) gets that many concurrent rollouts of a row.
 A server that drives Playwright gets the OS's Chromium where Playwright looks for its own build
 (`PLAYWRIGHT_BROWSERS_PATH`, bench/_nemo_gym_browser.py: Playwright's build is a download outside
-the registries); an agent that `npm install -g`s its CLI installs it into the run's own prefix.
+the registries); an agent that `npm install -g`s its CLI installs it into the run's own prefix, and
+one that runs Claude Code against Anthropic's API (claude_code_agent) finds the replay there too
+(the CLI's ANTHROPIC_BASE_URL: bench/_nemo_gym_replay.py's Messages API).
 A `/run` with no answer within 120 s is counted as such, and the server's later rows are not sent;
 an agent of NeMo Gym's that does not start has its last error line in the row.
-A row is "scored" when `/run` answered a reward that is not masked (`mask_sample`). The JSON is
+A row is "scored" when `/run` answered a reward that is not masked (`mask_sample`) and not given
+after our sandbox refused the server's provider. A server that does not score says in its reason,
+after what the run saw, what it needs beyond this machine (bench/_nemo_gym_outside.py). The JSON is
 {server: {"starts", "rows", "scored", "reward_mean", "agent", "reason", "category"}}; `category`
 is this script's reading of the server's needs (pure, second_model, pypi, infra), from its
 requirements.txt, imports and config, and is printed as counts at the end.
@@ -511,6 +515,7 @@ def _serve_their_agent(
         saved = os.dup(2)  # the agent's process inherits fd 2: its own error is kept for the row
         # An agent that runs Claude Code against Anthropic's API (claude_code_agent with no
         # model_server) reaches the replay there: the CLI's own ANTHROPIC_BASE_URL, inherited.
+        anthropic_before = os.environ.get("ANTHROPIC_BASE_URL")
         os.environ["ANTHROPIC_BASE_URL"] = anthropic_url
         with log.open("wb") as sink:
             os.dup2(sink.fileno(), 2)
@@ -529,7 +534,10 @@ def _serve_their_agent(
         finally:
             os.dup2(saved, 2)
             os.close(saved)
-            os.environ.pop("ANTHROPIC_BASE_URL", None)
+            if anthropic_before is None:
+                os.environ.pop("ANTHROPIC_BASE_URL", None)
+            else:
+                os.environ["ANTHROPIC_BASE_URL"] = anthropic_before
             os.chdir(here)
         try:
             yield _TheirAgent(child.url)
