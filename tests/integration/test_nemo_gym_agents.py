@@ -184,3 +184,53 @@ def test_playwright_finds_the_os_chromium_at_its_own_build_paths(
     assert shell.is_symlink()
     assert (builds / "chromium-1234" / "chrome-linux64" / "chrome").is_symlink()
     assert not list((tmp_path / "b").glob("firefox*"))
+
+
+def test_the_anthropic_replay_answers_claude_code_with_the_recorded_turns(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """claude_code_agent's CLI speaks Anthropic's Messages API: the replay finds the prompt in the
+    first user message (Claude Code wraps it in blocks), answers turn N after N assistant messages,
+    names a recorded tool as the request's MCP tool, and streams as Anthropic does."""
+    monkeypatch.syspath_prepend(str(REPO / "bench"))
+    from _nemo_gym_replay import anthropic_replay_app
+
+    from ng_cli.servers.testing import serve_in_thread
+
+    prompt = "Use the get_weather MCP tool for Paris."
+    call = {
+        "type": "function_call",
+        "call_id": "toolu_1",
+        "name": "get_weather",
+        "arguments": '{"city": "Paris"}',
+    }
+    answer = {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "Sunny."}]}
+    first = {
+        "role": "user",
+        "content": [{"type": "text", "text": f"<system-reminder>x</system-reminder>{prompt}"}],
+    }
+    tools = [{"name": "Bash"}, {"name": "mcp__example_mcp_weather__get_weather"}]
+    with serve_in_thread(anthropic_replay_app({prompt: [[call], [answer]]})) as url:
+        body = {"model": "m", "messages": [first], "tools": tools}
+        said = httpx.post(f"{url}/v1/messages", json=body, timeout=30).json()
+        assert said["stop_reason"] == "tool_use"
+        assert said["content"] == [
+            {"type": "tool_use", "id": "toolu_1", "name": "mcp__example_mcp_weather__get_weather",
+             "input": {"city": "Paris"}}
+        ]  # fmt: skip
+        later = [first, {"role": "assistant", "content": said["content"]}, {"role": "user", "content": "ok"}]
+        stream = httpx.post(
+            f"{url}/v1/messages", json={**body, "messages": later, "stream": True}, timeout=30
+        )
+        assert stream.headers["content-type"].startswith("text/event-stream")
+        events = [
+            line.removeprefix("event: ") for line in stream.text.splitlines() if line.startswith("event: ")
+        ]
+        assert events == ["message_start", "content_block_start", "content_block_delta", "content_block_stop",
+                          "message_delta", "message_stop"]  # fmt: skip
+        assert '"text_delta", "text": "Sunny."' in stream.text
+        assert '"stop_reason": "end_turn"' in stream.text
+        unknown = httpx.post(
+            f"{url}/v1/messages", json={**body, "messages": [{"role": "user", "content": "hi"}]}
+        )
+        assert unknown.json()["content"] == [{"type": "text", "text": ""}]
