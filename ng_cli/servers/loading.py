@@ -11,6 +11,8 @@ modules import it), and served by the class its `__ng_server_class__` names.
 
 from __future__ import annotations
 
+import contextlib
+import importlib
 import importlib.util
 import inspect
 import re
@@ -46,6 +48,7 @@ def load_server_class(app_path: Path) -> type[BaseServer]:  # type: ignore[type-
         finder.install([root])
         module_name = f"{app_path.parent.parent.name}.{app_path.parent.name}.{app_path.stem}"
         sys.path.insert(0, str(root))
+        _import_package_first(module_name.rpartition(".")[0])
     else:
         module_name = f"ng_app_{app_path.parent.parent.name}_{app_path.parent.name}_{app_path.stem}"
     sys.path.insert(0, str(app_path.parent))  # lets app.py import modules next to it
@@ -67,6 +70,15 @@ def load_server_class(app_path: Path) -> type[BaseServer]:  # type: ignore[type-
             f"ModelServer or AgentServer); found {found}"
         )
     return classes[0]
+
+
+def _import_package_first(package: str) -> None:
+    """Import the server's package before its app.py, as Python's own import of `<package>.app`
+    does: a package `__init__` that imports the app (osworld's does) then loads it whole, instead
+    of meeting the half-run module ours registered ("cannot import name ... from ...app"). A
+    package that fails to import is left to fail again, with its real error, through app.py."""
+    with contextlib.suppress(Exception):
+        importlib.import_module(package)
 
 
 def _import(module_name: str, app_path: Path) -> ModuleType:
