@@ -85,6 +85,12 @@ class AggregateMetricsRequest(BaseModel):
 
 
 class AggregateMetrics(BaseModel):
+    """`/aggregate_metrics`' answer, NeMo Gym 0.7.0's shape (servers build it from a base one)."""
+
     group_level_metrics: list[dict[str, Any]] = Field(default_factory=list)
     agent_metrics: dict[str, Any] = Field(default_factory=dict)
     key_metrics: dict[str, Any] = Field(default_factory=dict)
+    perf_summary: dict[str, Any] | None = None
+    """From the rollouts' `ng_perf` (NeMo Gym's observability); none here."""
+    repeat_level_metrics: list[dict[str, Any]] = Field(default_factory=list)
+    """Per repeat (rollout index) summaries; the collector's `_aggregate_metrics.json` has them here."""
