@@ -20,8 +20,10 @@ from ng_cli.nemo_gym_compat.api.openai_client import (
     NeMoGymAsyncOpenAI,
     PermanentEndpointError,
 )
+from ng_cli.nemo_gym_compat.api.server_utils import MAX_NUM_TRIES
 
 __all__ = [
+    "MAX_NUM_TRIES",
     "RATE_LIMIT_ERROR_CODES",
     "RETRY_ERROR_CODES",
     "NeMoGymAsyncOpenAI",
