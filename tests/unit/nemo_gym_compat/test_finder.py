@@ -96,3 +96,33 @@ def test_nemo_gyms_own_source_folder_at_the_root_is_not_an_installation(tmp_path
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "ng_cli.nemo_gym_compat.api.openai_utils"
+
+
+INTERNAL = {"direct_dispatch", "mcp_access", "openai_client"}
+"""Modules of ours that NeMo Gym has no module for (helpers of the stand-ins)."""
+
+
+def test_every_stand_in_module_is_one_module_under_both_names(tmp_path: Path) -> None:
+    """A stand-in left out of STAND_INS still imports as `nemo_gym.X`, through the package's path,
+    but as a second copy: a test that patches `nemo_gym.path_utils` would miss the copy that
+    `rollout_collection` uses (found for deliverables, path_utils, base_responses_api_model, skills)."""
+    from ng_cli.servers.nemo_gym_finder import STAND_INS
+
+    api = REPO / "ng_cli" / "nemo_gym_compat" / "api"
+    modules = {path.stem for path in api.glob("*.py") if path.stem != "__init__"}
+    assert modules - INTERNAL <= STAND_INS, sorted(modules - INTERNAL - STAND_INS)
+    names = sorted(modules - INTERNAL)
+    done = _python(
+        f"""
+        import importlib
+        from ng_cli.servers import nemo_gym_finder as finder
+        assert finder.install()
+        for name in {names!r}:
+            ours = importlib.import_module("ng_cli.nemo_gym_compat.api." + name)
+            assert importlib.import_module("nemo_gym." + name) is ours, name
+        print("same", len({names!r}))
+        """,
+        cwd=tmp_path,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["same", str(len(names))]
