@@ -42,6 +42,11 @@
 #   bash bench/gpu_session.sh moe28              (moe_dp2_ep2.yaml through ng_run: external LB (EP, rollouts, soak
 #                                                 of one rank, updates idle and under load), then internal LB)
 #   bash bench/gpu_session.sh tp2                (the 8B shape at TP 2, direct, the same workload as eff28)
+#   bash bench/gpu_session.sh eff38 [NAME]       (issue 38 on one GPU: direct, model server and stack with token ids
+#                                                 + logprobs at 256 and 1,024, 4 waves a path (256 in flight: about
+#                                                 10 s each, where the 2 waves of 2026-11-28 took 4 s and rounds
+#                                                 varied by 20%; 1,024: about 50 s), 3 interleaved rounds, about
+#                                                 9 min after the engine's start; dense8b underneath)
 #   bash bench/gpu_session.sh issue28            (ckptmoe, eff28, moe28, tp2 in that order: one background step)
 #
 # Issue 41's last steps, as they ran on 2026-11-28 (two H200s; the whole sequence 844 s of device time):
@@ -75,7 +80,7 @@ STAGE=/tmp/ng-wh
 PY="$VENV/bin/python"
 export NG_VLLM_VENV="$VENV" PYTHONUNBUFFERED=1 NG_GPU_RESULTS="$OUT"
 
-step="${1:?usage: gpu_session.sh stage|install|quickstart|replicas|dense8b|ckpt8b|weights8b|loaders8b|pushipc8b|pushnccl8b|delta8b|trlsync|ckptmoe|eff28|moe28|tp2|issue28|issue41a|issue41b|issue41c|issue41d|bg|poll [args]}"
+step="${1:?usage: gpu_session.sh stage|install|quickstart|replicas|dense8b|ckpt8b|weights8b|loaders8b|pushipc8b|pushnccl8b|delta8b|trlsync|ckptmoe|eff28|moe28|tp2|eff38|issue28|issue41a|issue41b|issue41c|issue41d|bg|poll [args]}"
 case "$step" in
   stage)
     bash scripts/build_vllm_env.sh --wheelhouse "${2:?part folder}" --stage "$STAGE" --stage-only
@@ -115,6 +120,10 @@ case "$step" in
     "$PY" bench/engine_efficiency.py --config responses_api_models/local_vllm_model/configs/gpu_dense_8b_dummy.yaml \
       --stack --concurrency 64 256 1024 --waves 4 --rounds 3 --max-tokens 128 --agent-workers 4 "$@" \
       --out "$OUT/$name.json" 2>&1 | tee "$OUT/$name.txt"
+    ;;
+  eff38)
+    bash bench/gpu_session.sh dense8b "${2:-efficiency_8b_token_ids_eff38}" --concurrency 256 1024 \
+      --waves "${WAVES:-4}" --rounds "${ROUNDS:-3}" --paths direct model stack --set return_token_id_information=true
     ;;
   ckpt8b)
     # The 8B shape (config and tokenizer), then its weights twice: random bf16 drawn on the GPU.
