@@ -32,7 +32,7 @@ from pathlib import Path
 
 from ng_cli.servers.check import CheckReport
 
-__all__ = ["CACHE_ENV", "KEEP", "cache_key", "enabled", "remember", "remembered"]
+__all__ = ["CACHE_ENV", "KEEP", "MAX_FILES", "cache_key", "enabled", "remember", "remembered"]
 
 CACHE_ENV = "NG_CONFIG_CHECK_CACHE"
 KEEP = 256
@@ -40,6 +40,9 @@ KEEP = 256
 _PACKAGE_ROOT = Path(__file__).resolve().parents[1]
 _NOT_SOURCE = frozenset({"__pycache__", "node_modules", "site-packages", "venv"})
 """Folders under a root that hold no source of the stack's own (environments, caches)."""
+MAX_FILES = 20_000
+"""More `.py` files than this under the roots (a server whose root is a home folder) and the check
+is not remembered: stat-ing them would cost what the cache saves."""
 
 
 def _folder() -> Path:
@@ -60,9 +63,13 @@ def cache_key(payload: bytes, app_paths: Iterable[str], python: str) -> str | No
     signature = hashlib.sha256()
     signature.update(hmac.new(salt, payload, hashlib.sha256).digest())
     signature.update(python.encode())
-    roots = {_PACKAGE_ROOT, *(Path(path).resolve().parents[2] for path in app_paths)}
+    roots = {_PACKAGE_ROOT, *(_server_root(Path(path)) for path in app_paths)}
+    files = 0
     for root in sorted(roots):
         for line in _tree_signature(root):
+            files += 1
+            if files > MAX_FILES:
+                return None
             signature.update(line.encode())
     for name in ("purelib", "platlib"):
         with contextlib.suppress(KeyError, OSError):
@@ -88,6 +95,12 @@ def remember(key: str, report: CheckReport) -> None:
         stored = sorted(_folder().glob("*.json"), key=lambda path: path.stat().st_mtime_ns)
         for old in stored[:-KEEP]:
             old.unlink(missing_ok=True)
+
+
+def _server_root(app_path: Path) -> Path:
+    """`<root>/<server type>/<implementation>/app.py` -> root (a shorter path: its top)."""
+    parents = app_path.resolve().parents
+    return parents[min(2, len(parents) - 1)]
 
 
 def _tree_signature(root: Path) -> Iterable[str]:

@@ -13,7 +13,7 @@ import pytest
 
 from ng_cli.config.compose import ComposedConfig, compose_config
 from ng_cli.errors import ConfigError
-from ng_cli.launcher import check
+from ng_cli.launcher import check, check_cache
 from ng_cli.launcher.check import check_instances
 from ng_cli.servers.check import CheckReport
 from tests.fixtures.stack.harness import STACK_ROOT
@@ -95,6 +95,16 @@ def test_turned_off_it_checks_every_time(
     stack: Path, runs: list[int], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("NG_CONFIG_CHECK_CACHE", "0")
+    compose = composer(stack)
+    check_instances(compose())
+    check_instances(compose())
+    assert len(runs) == 2
+
+
+def test_roots_too_large_to_stat_are_not_remembered(
+    stack: Path, runs: list[int], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(check_cache, "MAX_FILES", 3)  # ng_cli alone holds hundreds of .py files
     compose = composer(stack)
     check_instances(compose())
     check_instances(compose())
