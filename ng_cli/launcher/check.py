@@ -70,7 +70,7 @@ def check_instances(
         return planned
     payload = orjson.dumps([check.model_dump() for check in checks])
     app_paths = [check.app_path for check in checks]
-    key = check_cache.cache_key(payload, app_paths, python) if check_cache.enabled(python) else None
+    key = check_cache.cache_key(payload, app_paths, python)
     report = check_cache.remembered(key) if key else None
     if report is None:
         report = _run_check(payload, python)

@@ -32,7 +32,7 @@ from pathlib import Path
 
 from ng_cli.servers.check import CheckReport
 
-__all__ = ["CACHE_ENV", "KEEP", "MAX_FILES", "cache_key", "enabled", "remember", "remembered"]
+__all__ = ["CACHE_ENV", "KEEP", "MAX_FILES", "cache_key", "remember", "remembered"]
 
 CACHE_ENV = "NG_CONFIG_CHECK_CACHE"
 KEEP = 256
@@ -49,14 +49,16 @@ def _folder() -> Path:
     return Path(os.environ.get("NG_STATE_DIR") or Path.home() / ".cache" / "ng_cli") / "checks"
 
 
-def enabled(python: str) -> bool:
+def _enabled(python: str) -> bool:
     """On unless turned off; only for this interpreter, whose site-packages the key can see."""
     off = os.environ.get(CACHE_ENV, "").strip().lower() in ("0", "false", "no", "off")
     return not off and python == sys.executable
 
 
 def cache_key(payload: bytes, app_paths: Iterable[str], python: str) -> str | None:
-    """The key of this check, or None where the cache folder cannot be used."""
+    """The key of this check, or None where the memory is off or the cache folder cannot be used."""
+    if not _enabled(python):
+        return None
     salt = _salt()
     if salt is None:
         return None
